@@ -1,0 +1,52 @@
+# Label-DP reproduction workflow. Default target: every table and figure (`rule all`).
+#   full (GPUs):  snakemake --cores N --resources gpu=1
+#   smoke (CPU):  snakemake --cores 2 --configfile workflow/config/smoke.yaml
+#   one table:    snakemake --cores 2 table5_mnist
+import os
+import sys
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+configfile: "workflow/config/config.yaml"
+
+# Jobs run with the interpreter that runs Snakemake (the venv) unless --use-conda puts the
+# rule's conda environment first on PATH.
+os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+sys.path.insert(0, workflow.basedir)
+
+from labeldp import plan as _plan
+from labeldp.config import validate_config
+from labeldp.plan import ConfigError
+
+try:
+    validate_config(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
+except ConfigError as err:
+    raise WorkflowError(f"Invalid configuration (fix the key named below; see workflow/config/config.yaml):\n{err}")
+
+RESULTS = config["results_dir"]
+REPORTS = config["reports_dir"]
+LOGS = config["logs_dir"]
+DATA = config["data_dir"]
+TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "table"]
+FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
+RUNS = _plan.all_runs(config)
+
+wildcard_constraints:
+    dataset="[a-z0-9_]+",
+    table="(" + "|".join(list(config["tables"])) + ")",
+
+
+rule all:
+    default_target: True
+    input:
+        expand(f"{REPORTS}/tables/{{t}}.md", t=TABLES),
+        expand(f"{REPORTS}/figures/{{t}}.md", t=FIGURES),
+
+
+include: "workflow/rules/fetch.smk"
+include: "workflow/rules/prepare.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/aggregate.smk"

@@ -1,0 +1,67 @@
+"""Loading and validating the workflow config (JSON schema + semantic checks).
+
+Errors name the offending key as a dotted path (``tables.table2.epsilons[0]``) and say what
+is allowed, before any job runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+from labeldp.plan import ConfigError, validate_semantics
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    out = ""
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<top level>"
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    desc = error.schema.get("description") if isinstance(error.schema, dict) else None
+    msg = f"config error at {_path(error)}: {error.message}"
+    if error.validator == "additionalProperties":
+        msg += " (remove the key or fix its spelling)"
+    if error.validator == "propertyNames":
+        msg += f" (allowed: {error.schema.get('enum')})"
+    if desc:
+        msg += f" [{desc}]"
+    return msg
+
+
+def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
+    """Validates ``config`` against the schema, then semantically.
+
+    Raises:
+      ConfigError: with one line per problem, each naming its key.
+    """
+    with open(schema_path) as f:
+        schema = yaml.safe_load(f)
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        raise ConfigError("\n".join(_explain(e) for e in errors))
+    validate_semantics(config)
+
+
+def load_config(*paths: str | Path) -> dict[str, Any]:
+    """Loads and deep-merges YAML config files (later files override earlier ones)."""
+    merged: dict[str, Any] = {}
+    for p in paths:
+        with open(p) as f:
+            deep_update(merged, yaml.safe_load(f) or {})
+    return merged
+
+
+def deep_update(base: dict, new: Mapping) -> dict:
+    for k, v in new.items():
+        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
+            deep_update(base[k], v)
+        else:
+            base[k] = v
+    return base

@@ -1,0 +1,130 @@
+"""The one interface every method implements (LabelDP-Pro, DP-SGD and every baseline).
+
+A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or ``baselines/``
+(the other methods), whose file name is the method id and which defines:
+
+``NAME: str``
+    the method id used in configs, result paths, records and tables (e.g. ``"rr"``); it must
+    equal the module name.
+``HYPERPARAMETERS: tuple[str, ...]``
+    the grid axes it consumes (a subset of the table grid's keys, e.g.
+    ``("learning_rate", "epochs", "batch_size")``); the planner takes the product of only
+    these axes, so a method never runs twice for an axis it ignores.
+``DATASET_KINDS: tuple[str, ...]``
+    the dataset kinds it runs on (``"image"``, ...).
+``run(data, spec) -> MethodResult``
+    trains and evaluates one configuration and seed.
+
+Module top levels import only the standard library and this module; heavy imports (JAX,
+PyTorch) happen inside ``run``, so the Snakefile can discover methods cheaply. Adding a
+method is adding one module; nothing else changes (the registry discovers it by name).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One planned run.
+
+    Attributes:
+      dataset: dataset id (``mnist``, ...).
+      method: method id.
+      variant: method variant (``default`` or a table-specific option set's name).
+      epsilon: target epsilon (``math.inf`` for non-private).
+      delta: target delta (0 for pure-DP label randomizers, which ignore it).
+      seed: random seed.
+      hparams: hyper-parameters (grid point).
+      options: method options of the variant (e.g. ``{"amplification": False}``).
+      accountant: ``pld`` or ``rdp``.
+      profile: config profile name (smoke / quick / full).
+    """
+
+    dataset: str
+    method: str
+    variant: str
+    epsilon: float
+    delta: float
+    seed: int
+    hparams: Mapping[str, Any]
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    accountant: str = "pld"
+    profile: str = "full"
+
+    @property
+    def private(self) -> bool:
+        return not math.isinf(self.epsilon)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["epsilon"] = "inf" if math.isinf(self.epsilon) else self.epsilon
+        d["hparams"] = dict(self.hparams)
+        d["options"] = dict(self.options)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunSpec":
+        d = dict(d)
+        eps = d.get("epsilon")
+        d["epsilon"] = math.inf if eps in ("inf", None) else float(eps)
+        return cls(**d)
+
+
+@dataclasses.dataclass(frozen=True)
+class PrivacyOutcome:
+    """What was actually guaranteed by the run.
+
+    Attributes:
+      epsilon: achieved epsilon from the accountant (or the per-label epsilon of a pure-DP
+        randomizer, or ``math.inf``).
+      delta: achieved delta.
+      valid: False when the reported (epsilon, delta) is not a valid guarantee for what ran
+        (e.g. amplification by subsampling claimed for SelfSpan/SelfConv, 000 Section 3.4).
+      invalid_reason: why, when not valid.
+      mechanism: short description (``randomized_response``, ``dpsgd_poisson_gaussian``...).
+      accounting: the accountant's record (noise multiplier, sampling rate, steps, event),
+        None for mechanisms that need no composition accounting.
+    """
+
+    epsilon: float
+    delta: float
+    valid: bool = True
+    invalid_reason: str | None = None
+    mechanism: str = "none"
+    accounting: Mapping[str, Any] | None = None
+
+    def to_dict(self, *, target_epsilon: float) -> dict[str, Any]:
+        enc = lambda e: "inf" if math.isinf(e) else float(e)  # noqa: E731
+        return {
+            "target_epsilon": enc(target_epsilon),
+            "epsilon": enc(self.epsilon),
+            "delta": float(self.delta),
+            "valid": bool(self.valid),
+            "invalid_reason": self.invalid_reason,
+            "mechanism": self.mechanism,
+            "accounting": dict(self.accounting) if self.accounting is not None else None,
+        }
+
+
+NON_PRIVATE = PrivacyOutcome(epsilon=math.inf, delta=0.0, valid=True, mechanism="none (non-private)")
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodResult:
+    """What ``run`` returns; the runner adds config, environment and timestamps.
+
+    Attributes:
+      metrics: e.g. ``{"test_accuracy_pct": 97.1, "diverged": False}``.
+      privacy: the :class:`PrivacyOutcome`.
+      timings: e.g. ``{"train_seconds": .., "seconds_per_epoch": ..}``.
+      details: anything method-specific worth keeping (chosen k of RRWithPrior, ...).
+    """
+
+    metrics: Mapping[str, Any]
+    privacy: PrivacyOutcome
+    timings: Mapping[str, float]
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)

@@ -1,0 +1,40 @@
+"""Shared helpers for image-classification methods (model choice, train + evaluate)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from labeldp.methods.base import RunSpec
+from labeldp.models import MODEL_FOR_DATASET, ModelSpec, build_model
+from labeldp.training import TrainConfig, accuracy_pct, to_float_images, train_weighted
+
+
+def build_model_for(data) -> ModelSpec:
+    """The 000 Table 10 model for a prepared image dataset."""
+    if data.name not in MODEL_FOR_DATASET:
+        raise ValueError(f"no Table 10 model for dataset {data.name!r}; known: {sorted(MODEL_FOR_DATASET)}")
+    return build_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),
+                       num_classes=data.num_classes)
+
+
+def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
+    hp = spec.hparams
+    return TrainConfig(learning_rate=float(hp["learning_rate"]), epochs=int(hp["epochs"]),
+                       batch_size=int(hp["batch_size"]), momentum=float(hp.get("momentum", 0.0)),
+                       progress=progress)
+
+
+def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec: RunSpec, *,
+                       desc: str, on_epoch_end=None) -> tuple[dict[str, Any], dict[str, float]]:
+    """Trains on ``target_weights`` and returns (metrics, timings)."""
+    x_train = to_float_images(data.x_train)
+    result = train_weighted(model, x_train=x_train, target_weights=target_weights,
+                            config=train_config(spec), seed=spec.seed, desc=desc,
+                            on_epoch_end=on_epoch_end)
+    acc = accuracy_pct(model, result.params, to_float_images(data.x_test), data.y_test)
+    metrics = {"test_accuracy_pct": acc, "diverged": result.diverged or not np.isfinite(result.final_loss),
+               "final_train_loss": result.final_loss, "steps": result.steps}
+    timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch}
+    return metrics, timings

@@ -1,0 +1,34 @@
+"""Non-private reference: ordinary SGD training on the true labels (000 Table 5 header).
+
+No privacy: the record's epsilon is ``inf``. This is the accuracy the paper states beside
+Table 5 and the ``epsilon = inf`` row of Table 7.
+"""
+
+from __future__ import annotations
+
+from labeldp.methods.base import NON_PRIVATE, MethodResult, RunSpec
+
+NAME = "nonprivate"
+HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
+DATASET_KINDS = ("image",)
+
+
+def run(data, spec: RunSpec) -> MethodResult:
+    """Trains the dataset's Table 10 model on the true labels and evaluates test accuracy.
+
+    Args:
+      data: a :class:`labeldp.data.prepare.PreparedData`.
+      spec: the run (``epsilon`` must be ``inf``).
+
+    Returns:
+      A :class:`MethodResult` with ``test_accuracy_pct``.
+    """
+    from labeldp.methods.common import build_model_for, train_and_evaluate
+    from labeldp.training import one_hot
+
+    if spec.private:
+        raise ValueError(f"nonprivate runs take epsilon=inf, got {spec.epsilon}")
+    model = build_model_for(data)
+    weights = one_hot(data.y_train, data.num_classes)
+    metrics, timings = train_and_evaluate(model, data, weights, spec, desc="nonprivate")
+    return MethodResult(metrics=metrics, privacy=NON_PRIVATE, timings=timings)

@@ -1,0 +1,289 @@
+"""From the workflow config to the list of runs each table needs (grids as data).
+
+The Snakefile and the report builders both call this module, so a table is built from exactly
+the runs that were planned for it. A run is planned only if its method is implemented (see
+:mod:`labeldp.methods.registry`) and its dataset can be prepared; every other cell of a table
+is reported as "not run" with the reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from labeldp.methods import registry
+from labeldp.methods.base import RunSpec
+
+# Datasets whose prepare step is implemented, by kind. Criteo and Census are fetched, but
+# their preparation and methods are later issues: their cells are "not run".
+PREPARABLE_KINDS = ("image",)
+
+DATASET_KINDS = {
+    "mnist": "image",
+    "fashion_mnist": "image",
+    "kmnist": "image",
+    "cifar10": "image",
+    "criteo_attribution": "tabular",
+    "criteo_search": "tabular",
+    "census1940": "tabular",
+    "cifar10_simclr": "features",
+}
+
+_ABBREV = {
+    "learning_rate": "lr",
+    "epochs": "ep",
+    "batch_size": "bs",
+    "clip_norm": "C",
+    "proj_steps": "ps",
+    "proj_step_size": "pss",
+    "smoothing": "lam",
+    "momentum": "mom",
+}
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names the key and the fix."""
+
+
+def format_eps(eps: float) -> str:
+    """Path-safe epsilon tag: ``inf`` or the shortest repr (``0.1``, ``2.0``)."""
+    return "inf" if math.isinf(eps) else repr(float(eps))
+
+
+def hp_id(hparams: Mapping[str, Any]) -> str:
+    """A readable, path-safe id of a grid point (``bs1024-ep10-lr0.1``)."""
+    parts = []
+    for k in sorted(hparams):
+        v = hparams[k]
+        if isinstance(v, float):
+            v = repr(v)
+        parts.append(f"{_ABBREV.get(k, k)}{v}")
+    return "-".join(parts) if parts else "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    """A run and where its record goes."""
+
+    spec: RunSpec
+    record_path: str
+    prepared_path: str
+
+    @property
+    def run_id(self) -> str:
+        s = self.spec
+        return f"{s.dataset}/{s.method}/{s.variant}/eps{format_eps(s.epsilon)}/{hp_id(s.hparams)}/seed{s.seed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """One column of a table: a (method, variant) and its published counterpart."""
+
+    id: str
+    label: str
+    method: str
+    variant: str
+    ref_method: str | None
+    ref_variant: str | None
+    reference_only: bool = False
+    fixed_hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    hparam_filter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def columns(table_cfg: Mapping[str, Any]) -> list[Column]:
+    out = []
+    for c in table_cfg.get("columns", []):
+        out.append(
+            Column(
+                id=c["id"],
+                label=c.get("label", c["id"]),
+                method=c["method"],
+                variant=c.get("variant", "default"),
+                ref_method=c.get("ref_method", c["method"]),
+                ref_variant=c.get("ref_variant"),
+                reference_only=bool(c.get("reference_only", False)),
+                fixed_hparams=dict(c.get("fixed_hparams", {})),
+                hparam_filter=dict(c.get("hparam_filter", {})),
+            )
+        )
+    return out
+
+
+def data_mirror(config: Mapping[str, Any]) -> str | None:
+    """The mirror directory: config key ``data_mirror``, else env ``LABELDP_DATA_MIRROR``."""
+    m = config.get("data_mirror") or os.environ.get("LABELDP_DATA_MIRROR") or None
+    return str(m) if m else None
+
+
+def dataset_cfg(config: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
+    return (config.get("datasets") or {}).get(dataset) or {}
+
+
+def prepared_path(config: Mapping[str, Any], dataset: str) -> str:
+    d = dataset_cfg(config, dataset)
+    tag = "standin" if d.get("standin") else "official"
+    sub = d.get("subset")
+    tag += f"-n{sub}" if sub else "-full"
+    return str(Path(config["data_dir"]) / "prepared" / f"{dataset}-{tag}.npz")
+
+
+def dataset_runnable(config: Mapping[str, Any], dataset: str) -> tuple[bool, str]:
+    kind = DATASET_KINDS.get(dataset)
+    if kind is None:
+        return False, f"unknown dataset {dataset!r}"
+    if kind not in PREPARABLE_KINDS:
+        return False, f"preparation of {dataset} is not implemented yet"
+    return True, ""
+
+
+def grid_for(config: Mapping[str, Any], table_cfg: Mapping[str, Any]) -> Mapping[str, list]:
+    grids = config["grids"][config["grid"]]
+    name = table_cfg["grid"]
+    if name not in grids:
+        raise ConfigError(f"grids.{config['grid']} has no grid {name!r} (needed by a table); add it")
+    return grids[name]
+
+
+def variant_options(config: Mapping[str, Any], method: str, variant: str) -> Mapping[str, Any]:
+    if variant == "default":
+        return dict((config.get("variants") or {}).get(method, {}).get("default", {}))
+    try:
+        return dict(config["variants"][method][variant])
+    except KeyError:
+        raise ConfigError(f"variants.{method}.{variant} is not defined in the config") from None
+
+
+def method_axes(method: str) -> tuple[str, ...]:
+    return tuple(registry.get_method(method).HYPERPARAMETERS)
+
+
+def grid_points(grid: Mapping[str, list], axes: tuple[str, ...], column: Column) -> list[dict[str, Any]]:
+    values = []
+    for ax in axes:
+        if ax in column.fixed_hparams:
+            values.append([column.fixed_hparams[ax]])
+        elif ax in grid:
+            vals = list(grid[ax])
+            if ax in column.hparam_filter:
+                flt = column.hparam_filter[ax]
+                vals = [v for v in vals if _passes(v, flt)]
+            values.append(vals)
+        else:
+            raise ConfigError(f"the grid has no axis {ax!r}, which the method needs; add it to the grid")
+    return [dict(zip(axes, combo)) for combo in itertools.product(*values)]
+
+
+def _passes(value: Any, flt: Mapping[str, Any]) -> bool:
+    if "lt" in flt and not value < flt["lt"]:
+        return False
+    if "le" in flt and not value <= flt["le"]:
+        return False
+    return True
+
+
+def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float) -> list[PlannedRun]:
+    """Every run (grid point x seed) behind one cell."""
+    tcfg = config["tables"][table]
+    dataset = tcfg["dataset"]
+    axes = method_axes(column.method)
+    grid = grid_for(config, tcfg)
+    options = variant_options(config, column.method, column.variant)
+    delta = 0.0 if math.isinf(eps) else float(config["delta"])
+    out = []
+    for hp in grid_points(grid, axes, column):
+        for seed in config["seeds"]:
+            spec = RunSpec(
+                dataset=dataset,
+                method=column.method,
+                variant=column.variant,
+                epsilon=eps,
+                delta=delta,
+                seed=int(seed),
+                hparams=hp,
+                options=options,
+                accountant=config["accountant"],
+                profile=config["profile"],
+            )
+            pr = PlannedRun(spec=spec, record_path="", prepared_path=prepared_path(config, dataset))
+            path = str(Path(config["results_dir"]) / f"{pr.run_id}.json")
+            out.append(dataclasses.replace(pr, record_path=path))
+    return out
+
+
+def cell_status(config: Mapping[str, Any], table: str, column: Column) -> tuple[bool, str]:
+    """Whether a column can run here, and if not, why (shown in the table)."""
+    tcfg = config["tables"][table]
+    ok, why = dataset_runnable(config, tcfg["dataset"])
+    if not ok:
+        return False, why
+    if not registry.is_implemented(column.method):
+        return False, f"method {column.method} not implemented yet"
+    mod = registry.get_method(column.method)
+    if DATASET_KINDS[tcfg["dataset"]] not in mod.DATASET_KINDS:
+        return False, f"method {column.method} does not support {tcfg['dataset']} yet"
+    return True, ""
+
+
+def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
+    return [float(e) for e in tcfg["epsilons"]]
+
+
+def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
+    """Every run a table needs (only runnable columns), including its non-private reference."""
+    tcfg = config["tables"][table]
+    runs: list[PlannedRun] = []
+    for col in columns(tcfg):
+        ok, _ = cell_status(config, table, col)
+        if not ok:
+            continue
+        for eps in table_epsilons(tcfg):
+            runs.extend(cell_runs(config, table, col, eps))
+    np_col = nonprivate_column(tcfg)
+    if np_col is not None and cell_status(config, table, np_col)[0]:
+        runs.extend(cell_runs(config, table, np_col, math.inf))
+    return runs
+
+
+def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
+    if not tcfg.get("nonprivate"):
+        return None
+    return Column(id="nonprivate", label="Non-private", method="nonprivate", variant="default",
+                  ref_method="non_private", ref_variant=None)
+
+
+def all_runs(config: Mapping[str, Any]) -> dict[str, PlannedRun]:
+    """Every planned run of every table, keyed by record path (runs shared by tables once)."""
+    out: dict[str, PlannedRun] = {}
+    for table in config["tables"]:
+        for r in table_runs(config, table):
+            out.setdefault(r.record_path, r)
+    return out
+
+
+def validate_semantics(config: Mapping[str, Any]) -> None:
+    """Checks the schema cannot express; raises :class:`ConfigError` naming the key."""
+    if config["grid"] not in config["grids"]:
+        raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
+    for table, tcfg in config["tables"].items():
+        ds = tcfg["dataset"]
+        if ds not in DATASET_KINDS:
+            raise ConfigError(f"tables.{table}.dataset: unknown dataset {ds!r}; known: {sorted(DATASET_KINDS)}")
+        for i, eps in enumerate(tcfg.get("epsilons", [])):
+            if not float(eps) > 0:
+                raise ConfigError(f"tables.{table}.epsilons[{i}] = {eps}: epsilon must be > 0")
+        for col in columns(tcfg):
+            known = set(config.get("known_methods", [])) | set(registry.implemented_methods())
+            if col.method not in known:
+                raise ConfigError(
+                    f"tables.{table}.columns.{col.id}.method: unknown method {col.method!r}; known: {sorted(known)}"
+                )
+            if col.variant != "default":
+                variant_options(config, col.method, col.variant)
+        grid_for(config, tcfg)
+    for ds in (config.get("datasets") or {}):
+        if ds not in DATASET_KINDS:
+            raise ConfigError(f"datasets.{ds}: unknown dataset; known: {sorted(DATASET_KINDS)}")

@@ -1,0 +1,217 @@
+"""The result record: one JSON file per run, the only input tables are built from.
+
+Record format (schema version 1). Every method writes exactly these top-level keys:
+
+``schema_version``   int, 1.
+``run_id``           str, ``<dataset>/<method>/<variant>/eps<eps>/<hp_id>/seed<seed>``.
+``table_keys``       list of workflow targets the run was planned for (informational).
+``dataset``          dict: ``name``, ``source`` (``official`` or ``synthetic_standin``),
+                     ``n_train``, ``n_test``, ``subset`` (None = full split).
+``method``           str, method id (``nonprivate``, ``rr``, ``rr_debiased``, ``lp_2st``,
+                     ``alibi``, ``dpsgd``, ``labeldp_pro``, ...).
+``variant``          str, method variant (``default``, ``no_amp``, ``amp_reference_only``, ...).
+``seed``             int.
+``hparams``          dict of the hyper-parameters actually used.
+``privacy``          dict: ``target_epsilon`` (float or ``"inf"``), ``epsilon`` (achieved,
+                     from the accountant for what ran; ``"inf"`` for non-private), ``delta``,
+                     ``valid`` (bool: is (epsilon, delta) a valid guarantee for what ran),
+                     ``invalid_reason`` (str or None), ``mechanism`` (str), ``accounting``
+                     (dict from the accountant: accountant, noise multiplier, sampling rate,
+                     steps, amplification, event) or None for pure-DP label randomizers.
+``metrics``          dict: ``test_accuracy_pct`` (classification) or ``test_auc`` /
+                     ``test_mse``; ``diverged`` (bool: a NaN/inf loss was seen); others.
+``timings``          dict: ``train_seconds``, ``seconds_per_epoch``, ``total_seconds``.
+``environment``      dict: package versions, python, platform, hostname, cpu, gpu (JAX
+                     devices), git revision and whether the tree was dirty.
+``config``           dict: the workflow config profile and the run spec as given.
+``created``          ISO-8601 UTC timestamp.
+
+Records are written to a temporary name in the destination directory and renamed, so a
+killed job never leaves a half-written record.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+REQUIRED_KEYS = (
+    "schema_version",
+    "run_id",
+    "dataset",
+    "method",
+    "variant",
+    "seed",
+    "hparams",
+    "privacy",
+    "metrics",
+    "timings",
+    "environment",
+    "config",
+    "created",
+)
+
+_PACKAGES = (
+    "labeldp",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "dp-accounting",
+    "numpy",
+    "scipy",
+    "torch",
+    "opacus",
+    "scikit-learn",
+    "pandas",
+    "snakemake",
+)
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the packages a result depends on (None if absent)."""
+    out: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def git_revision(repo_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The git commit of the code that ran, and whether the work tree had changes."""
+    cwd = Path(repo_dir) if repo_dir else Path(__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        if rev.returncode != 0:
+            return {"commit": None, "dirty": None}
+        return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def environment() -> dict[str, Any]:
+    """Machine and software description stored with every record."""
+    try:
+        import jax
+
+        devices = [f"{d.platform}:{getattr(d, 'device_kind', '')}" for d in jax.devices()]
+        backend = jax.default_backend()
+    except Exception:  # pragma: no cover - jax is a hard dependency
+        devices, backend = [], "unknown"
+    return {
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "jax_backend": backend,
+        "jax_devices": devices,
+        "git": git_revision(),
+    }
+
+
+def encode_epsilon(eps: float) -> float | str:
+    """JSON-safe epsilon: ``"inf"`` for the non-private baseline."""
+    return "inf" if eps is None or math.isinf(float(eps)) else float(eps)
+
+
+def decode_epsilon(value: float | str) -> float:
+    return math.inf if value in ("inf", None) else float(value)
+
+
+def now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _json_default(obj: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def validate_record(record: Mapping[str, Any]) -> None:
+    """Raises ValueError naming the first missing or malformed key of a record."""
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise ValueError(f"result record is missing keys {missing}; see labeldp/records.py")
+    priv = record["privacy"]
+    for key in ("target_epsilon", "epsilon", "delta", "valid"):
+        if key not in priv:
+            raise ValueError(f"result record privacy section is missing {key!r}")
+    if not isinstance(record["metrics"], Mapping):
+        raise ValueError("result record 'metrics' must be a mapping")
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
+    """Writes JSON to a temporary file in the same directory, then renames it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, sort_keys=True, default=_json_default, allow_nan=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
+    """Validates and atomically writes one result record."""
+    validate_record(record)
+    return write_json_atomic(path, dict(record))
+
+
+def read_record(path: str | os.PathLike) -> dict[str, Any]:
+    with open(path) as f:
+        record = json.load(f)
+    validate_record(record)
+    return record

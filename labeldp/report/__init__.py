@@ -1,0 +1,1 @@
+"""Tables, figures and scorecards built only from result records."""

@@ -1,0 +1,198 @@
+"""Non-private mini-batch training of the Table 10 models on (soft) label targets.
+
+Every label-randomisation method (RR, RR-Debiased, ALIBI, LP-2ST stages) and the non-private
+reference train the same way: SGD over shuffled fixed-size batches of a weighted
+cross-entropy ``sum_k W[i, k] * (-log softmax(f(x_i))_k)``. ``W`` is the one-hot label for
+ordinary training, a soft label for ALIBI, and the debiasing weights of 000 Appendix D.1 for
+RR-Debiased, so one compiled step serves them all. The loss is averaged over the real
+examples of the batch (the last, partial batch is padded and masked so the compiled shape
+never changes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from labeldp.models import ModelSpec
+
+__all__ = [
+    "TrainConfig",
+    "TrainResult",
+    "to_float_images",
+    "one_hot",
+    "train_weighted",
+    "predict_logits",
+    "accuracy_pct",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of a non-private training run (000 Table 8).
+
+    Attributes:
+      learning_rate: SGD step size.
+      epochs: passes over the training set.
+      batch_size: examples per step (1024 in the paper).
+      momentum: SGD momentum (0 in the paper: plain SGD).
+      progress: show a tqdm progress bar.
+    """
+
+    learning_rate: float
+    epochs: int
+    batch_size: int = 1024
+    momentum: float = 0.0
+    progress: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    params: object
+    seconds_per_epoch: float
+    train_seconds: float
+    final_loss: float
+    diverged: bool
+    steps: int
+
+
+def to_float_images(x: np.ndarray) -> np.ndarray:
+    """uint8 NHWC images -> float32 in [0, 1]."""
+    return np.asarray(x, dtype=np.float32) / 255.0
+
+
+def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
+    labels = np.asarray(labels)
+    return np.eye(num_classes, dtype=np.float32)[labels]
+
+
+def _weighted_ce(logits: jax.Array, weights: jax.Array) -> jax.Array:
+    return -jnp.sum(weights * jax.nn.log_softmax(logits, axis=-1), axis=-1)
+
+
+def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformation) -> Callable:
+    """A jitted step ``(params, opt_state, x, w, mask, rng) -> (params, opt_state, loss)``."""
+
+    def loss_fn(params, x, w, mask, rng):
+        logits = spec.train_logits(params, x, rng)
+        per_example = _weighted_ce(logits, w)
+        denom = jnp.maximum(jnp.sum(mask), 1.0)
+        return jnp.sum(per_example * mask) / denom
+
+    @jax.jit
+    def step(params, opt_state, x, w, mask, rng):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, w, mask, rng)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
+    return step
+
+
+def train_weighted(
+    spec: ModelSpec,
+    *,
+    x_train: np.ndarray,
+    target_weights: np.ndarray,
+    config: TrainConfig,
+    seed: int,
+    init_params=None,
+    desc: str = "train",
+    on_epoch_end: Callable[[int, object], np.ndarray | None] | None = None,
+) -> TrainResult:
+    """Trains ``spec`` with SGD on a weighted cross-entropy.
+
+    Args:
+      spec: the model.
+      x_train: float32 inputs (n, H, W, C).
+      target_weights: (n, K) weights W; row i is the target of example i (one-hot, soft label
+        or debiasing weights).
+      config: optimiser settings.
+      seed: seeds initialisation, shuffling and dropout.
+      init_params: start from these parameters instead of a fresh initialisation (LP-2ST
+        stage 2 starts from the stage-1 model).
+      desc: progress bar label.
+      on_epoch_end: optional callback ``(epoch, params) -> new target_weights or None``;
+        ALIBI uses it to refine its soft labels with the model's predictions.
+
+    Returns:
+      A :class:`TrainResult`; ``diverged`` is True if a non-finite loss was seen.
+    """
+    n = x_train.shape[0]
+    if target_weights.shape[0] != n:
+        raise ValueError(f"target_weights has {target_weights.shape[0]} rows for {n} examples")
+    key = jax.random.key(seed)
+    key, init_key = jax.random.split(key)
+    params = spec.init(init_key) if init_params is None else init_params
+    tx = optax.sgd(config.learning_rate, momentum=config.momentum or None)
+    opt_state = tx.init(params)
+    step = make_weighted_sgd_step(spec, tx)
+    bs = int(config.batch_size)
+    rng = np.random.default_rng(seed)
+    x_dev = jnp.asarray(x_train)
+    w_dev = jnp.asarray(target_weights, dtype=jnp.float32)
+    steps_per_epoch = -(-n // bs)
+    diverged = False
+    last_loss = float("nan")
+    epoch_times = []
+    total_steps = 0
+    t_start = time.perf_counter()
+    for epoch in range(int(config.epochs)):
+        t0 = time.perf_counter()
+        perm = rng.permutation(n)
+        pad = steps_per_epoch * bs - n
+        perm_padded = np.concatenate([perm, np.zeros(pad, dtype=perm.dtype)])
+        mask_all = np.concatenate([np.ones(n, np.float32), np.zeros(pad, np.float32)])
+        bar = tqdm(range(steps_per_epoch), desc=f"{desc} epoch {epoch + 1}/{config.epochs}",
+                   disable=not config.progress, leave=False)
+        for s in bar:
+            idx = perm_padded[s * bs:(s + 1) * bs]
+            mask = jnp.asarray(mask_all[s * bs:(s + 1) * bs])
+            key, sk = jax.random.split(key)
+            params, opt_state, loss = step(params, opt_state, x_dev[idx], w_dev[idx], mask, sk)
+            total_steps += 1
+        last_loss = float(loss)
+        if not np.isfinite(last_loss):
+            diverged = True
+        epoch_times.append(time.perf_counter() - t0)
+        if on_epoch_end is not None:
+            new_w = on_epoch_end(epoch, params)
+            if new_w is not None:
+                w_dev = jnp.asarray(new_w, dtype=jnp.float32)
+    train_seconds = time.perf_counter() - t_start
+    # The first epoch includes compilation; report the median epoch when there are several.
+    spe = float(np.median(epoch_times[1:])) if len(epoch_times) > 1 else float(epoch_times[0])
+    return TrainResult(
+        params=params,
+        seconds_per_epoch=spe,
+        train_seconds=train_seconds,
+        final_loss=last_loss,
+        diverged=diverged,
+        steps=total_steps,
+    )
+
+
+def predict_logits(spec: ModelSpec, params, x: np.ndarray, *, batch_size: int = 2048) -> np.ndarray:
+    """Deterministic logits over ``x`` in batches (padded to one compiled shape)."""
+    fn = jax.jit(spec.logits)
+    n = x.shape[0]
+    out = []
+    for s in range(0, n, batch_size):
+        xb = x[s:s + batch_size]
+        m = xb.shape[0]
+        if m < batch_size and n > batch_size:
+            xb = np.concatenate([xb, np.zeros((batch_size - m, *xb.shape[1:]), xb.dtype)])
+        out.append(np.asarray(fn(params, jnp.asarray(xb)))[:m])
+    return np.concatenate(out, axis=0)
+
+
+def accuracy_pct(spec: ModelSpec, params, x: np.ndarray, y: np.ndarray) -> float:
+    """Test accuracy in percent."""
+    logits = predict_logits(spec, params, x)
+    return float(100.0 * np.mean(np.argmax(logits, axis=-1) == np.asarray(y)))

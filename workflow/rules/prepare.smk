@@ -1,0 +1,26 @@
+# Prepare: parse the raw formats into .npz arrays (official train/test split, optional subset).
+
+
+def _prepare_input(wc):
+    src = "standin" if wc.source == "standin" else "raw"
+    return f"{DATA}/{src}/{wc.dataset}/MANIFEST.json"
+
+
+rule prepare:
+    input:
+        _prepare_input,
+    output:
+        f"{DATA}/prepared/{{dataset}}-{{source}}-{{size}}.npz",
+    wildcard_constraints:
+        source="official|standin",
+        size="full|n[0-9]+",
+    log:
+        f"{LOGS}/prepare/{{dataset}}-{{source}}-{{size}}.log",
+    params:
+        subset=lambda wc: "" if wc.size == "full" else f"--subset {wc.size[1:]}",
+        raw_dir=lambda wc: f"{DATA}/{'standin' if wc.source == 'standin' else 'raw'}/{wc.dataset}",
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.data.prepare {wildcards.dataset} "
+        "--raw-dir {params.raw_dir} --out {output} {params.subset} > {log} 2>&1"

@@ -1,0 +1,33 @@
+# Train: one job per planned run (dataset x method x variant x eps x grid point x seed), each
+# writing one JSON result record (labeldp/records.py). Finished records are never redone.
+import json as _json
+
+
+def _run(wc):
+    path = f"{RESULTS}/{wc.run}.json"
+    if path not in RUNS:
+        raise WorkflowError(f"{path} is not a planned run of this config (see labeldp/plan.py)")
+    return RUNS[path]
+
+
+rule train:
+    input:
+        data=lambda wc: _run(wc).prepared_path,
+    output:
+        f"{RESULTS}/{{run}}.json",
+    wildcard_constraints:
+        run="[^/]+/[^/]+/[^/]+/eps[^/]+/[^/]+/seed[0-9]+",
+    log:
+        f"{LOGS}/train/{{run}}.log",
+    params:
+        spec=lambda wc: _json.dumps(_run(wc).spec.to_dict()),
+        wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
+                                    "sampling": config["sampling"], "delta": config["delta"]}),
+    threads: config.get("threads_per_job", 1)
+    resources:
+        gpu=config.get("gpu_per_job", 0),
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.runner --spec {params.spec:q} "
+        "--data {input.data} --out {output} --workflow-config {params.wf:q} > {log} 2>&1"
