@@ -17,8 +17,8 @@ rule fetch:
         "../../envs/labeldp.yaml"
     shell:
         "PYTHONPATH={workflow.basedir:q} python {workflow.basedir}/workflow/scripts/fetch.py "
-        "--dataset {wildcards.dataset} --data-dir {DATA}/raw --mirror {params.mirror:q} "
-        "--census-path {params.census:q} --pinned-sha256 {params.sha:q} --manifest {output} > {log} 2>&1"
+        "--dataset {wildcards.dataset} --data-dir {DATA}/raw --mirror={params.mirror:q} "
+        "--census-path={params.census:q} --pinned-sha256={params.sha:q} --manifest {output} > {log} 2>&1"
 
 
 rule make_standin:

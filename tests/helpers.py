@@ -1,0 +1,33 @@
+"""Test helpers: the repository config, and fake methods for table tests."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+from labeldp.config import load_config
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def repo_config(*extra: str, **overrides):
+    files = [REPO / "workflow/config/config.yaml"] + [REPO / "workflow/config" / e for e in extra]
+    cfg = load_config(*files)
+    cfg["reference_dir"] = str(REPO / "workflow/resources/reference")
+    cfg.update(overrides)
+    return cfg
+
+
+def fake_method(name: str, axes=("learning_rate",), kinds=("image",)):
+    return types.SimpleNamespace(NAME=name, HYPERPARAMETERS=tuple(axes), DATASET_KINDS=tuple(kinds), run=None)
+
+
+def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
+    """Makes ``names`` look implemented to the planner (and nothing else)."""
+    from labeldp.methods import registry
+
+    real_is, real_get = registry.is_implemented, registry.get_method
+    fakes = {n: fake_method(n, axes) for n in names}
+    monkeypatch.setattr(registry, "is_implemented", lambda n: n in fakes or real_is(n))
+    monkeypatch.setattr(registry, "get_method", lambda n: fakes[n] if n in fakes else real_get(n))
+    return fakes

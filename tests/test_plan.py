@@ -1,0 +1,97 @@
+import math
+
+import pytest
+
+from labeldp import plan
+from labeldp.config import validate_config
+from labeldp.plan import ConfigError
+
+from tests.helpers import REPO, install_fake_methods, repo_config
+
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
+
+def test_default_and_profile_configs_are_valid():
+    for extra in ((), ("smoke.yaml",), ("quick.yaml",)):
+        validate_config(repo_config(*extra), SCHEMA)
+
+
+def test_hp_id_is_readable_and_order_independent():
+    assert plan.hp_id({"learning_rate": 0.1, "epochs": 10}) == plan.hp_id({"epochs": 10, "learning_rate": 0.1})
+    assert plan.hp_id({"learning_rate": 0.1, "epochs": 10, "batch_size": 1024}) == "bs1024-ep10-lr0.1"
+
+
+def test_method_only_spans_its_own_axes():
+    cfg = repo_config()
+    t = "table5_mnist"
+    col = plan.Column(id="nonprivate", label="", method="nonprivate", variant="default", ref_method=None, ref_variant=None)
+    runs = plan.cell_runs(cfg, t, col, math.inf)
+    # non-private ignores clip norm and projection axes: 4 lr x 3 epochs x 1 batch x 3 seeds
+    assert len(runs) == 4 * 3 * 1 * 3
+    assert all("clip_norm" not in r.spec.hparams for r in runs)
+    assert len({r.record_path for r in runs}) == len(runs)
+
+
+def test_unimplemented_methods_are_not_planned_and_say_why():
+    cfg = repo_config()
+    runs = plan.table_runs(cfg, "table5_mnist")
+    assert {r.spec.method for r in runs} == {"nonprivate"}
+    ok, why = plan.cell_status(cfg, "table5_mnist", plan.columns(cfg["tables"]["table5_mnist"])[0])
+    assert not ok and "not implemented" in why
+    ok, why = plan.cell_status(cfg, "table7", plan.columns(cfg["tables"]["table7"])[0])
+    assert not ok and "criteo_attribution" in why
+
+
+def test_fixed_hparams_and_filters(monkeypatch):
+    install_fake_methods(monkeypatch, ["labeldp_pro"], axes=("learning_rate", "smoothing"))
+    cfg = repo_config()
+    cols = {c.id: c for c in plan.columns(cfg["tables"]["table2"])}
+    vanilla = plan.cell_runs(cfg, "table2", cols["vanilla"], 0.1)
+    smoothed = plan.cell_runs(cfg, "table2", cols["smoothed"], 0.1)
+    assert {r.spec.hparams["smoothing"] for r in vanilla} == {1.0}
+    assert {r.spec.hparams["smoothing"] for r in smoothed} == {0.7, 0.75, 0.8, 0.85}
+    assert vanilla[0].spec.variant == "altconv_vanilla"
+    assert vanilla[0].spec.options["denoiser"] == "alt_conv"
+
+
+def test_runs_shared_between_tables_are_planned_once(monkeypatch):
+    install_fake_methods(monkeypatch, ["dpsgd", "labeldp_pro"], axes=("learning_rate",))
+    cfg = repo_config("smoke.yaml")
+    t3 = {r.record_path for r in plan.table_runs(cfg, "table3")}
+    t5 = {r.record_path for r in plan.table_runs(cfg, "table5_mnist")}
+    assert t3 & t5  # NoOp == DP-SGD and AltConv == LabelDP-Pro runs are the same files
+    all_runs = plan.all_runs(cfg)
+    assert t3 | t5 <= set(all_runs)
+
+
+def test_private_runs_carry_delta_and_nonprivate_delta_zero(monkeypatch):
+    install_fake_methods(monkeypatch, ["dpsgd"])
+    cfg = repo_config("smoke.yaml")
+    runs = plan.table_runs(cfg, "table5_mnist")
+    assert {r.spec.delta for r in runs if r.spec.method == "dpsgd"} == {cfg["delta"]}
+    assert {r.spec.delta for r in runs if r.spec.method == "nonprivate"} == {0.0}
+
+
+@pytest.mark.parametrize(
+    "mutate, key",
+    [
+        (lambda c: c["tables"]["table2"].__setitem__("epsilons", [-0.1, 1.0]), "tables.table2.epsilons[0]"),
+        (lambda c: c["tables"]["table3"].__setitem__("epsilons", [0.0]), "tables.table3.epsilons[0]"),
+        (lambda c: c.__setitem__("seeds", []), "seeds"),
+        (lambda c: c.__setitem__("seeds", [-1]), "seeds[0]"),
+        (lambda c: c.__setitem__("delta", 0), "delta"),
+        (lambda c: c.__setitem__("accountant", "moments"), "accountant"),
+        (lambda c: c["tables"]["table5_mnist"].__setitem__("dataset", "svhn"), "tables.table5_mnist.dataset"),
+        (lambda c: c["tables"]["table5_mnist"]["columns"].append({"id": "x", "method": "magic"}),
+         "tables.table5_mnist.columns.x.method"),
+        (lambda c: c.__setitem__("grid", "huge"), "grid"),
+        (lambda c: c.__setitem__("sedes", [0]), "sedes"),
+        (lambda c: c["datasets"].__setitem__("svhn", {}), "datasets"),
+    ],
+)
+def test_bad_config_names_the_key(mutate, key):
+    cfg = repo_config()
+    mutate(cfg)
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg, SCHEMA)
+    assert key in str(err.value)
