@@ -10,7 +10,7 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
-configfile: "workflow/config/config.yaml"
+configfile: os.path.join(workflow.basedir, "workflow/config/config.yaml")
 
 # Jobs run with the interpreter that runs Snakemake (the venv) unless --use-conda puts the
 # rule's conda environment first on PATH.
@@ -25,6 +25,9 @@ try:
     validate_config(config, os.path.join(workflow.basedir, "workflow/schemas/config.schema.yaml"))
 except ConfigError as err:
     raise WorkflowError(f"Invalid configuration (fix the key named below; see workflow/config/config.yaml):\n{err}")
+
+if not os.path.isabs(config.get("reference_dir", "")):
+    config["reference_dir"] = os.path.join(workflow.basedir, config.get("reference_dir") or "workflow/resources/reference")
 
 RESULTS = config["results_dir"]
 REPORTS = config["reports_dir"]
