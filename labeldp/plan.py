@@ -65,6 +65,14 @@ def hp_id(hparams: Mapping[str, Any]) -> str:
     return "-".join(parts) if parts else "default"
 
 
+def run_id(spec: RunSpec) -> str:
+    """``<dataset>/<method>/<variant>[-shuffle]/eps<eps>/<hp_id>/seed<seed>``: the record's path
+    below the results directory. Non-default batch sampling gets its own directory so records
+    of different sampling schemes never stand in for each other."""
+    variant = spec.variant + ("" if spec.sampling == "poisson" else f"-{spec.sampling}")
+    return f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/{hp_id(spec.hparams)}/seed{spec.seed}"
+
+
 @dataclasses.dataclass(frozen=True)
 class PlannedRun:
     """A run and where its record goes."""
@@ -75,8 +83,7 @@ class PlannedRun:
 
     @property
     def run_id(self) -> str:
-        s = self.spec
-        return f"{s.dataset}/{s.method}/{s.variant}/eps{format_eps(s.epsilon)}/{hp_id(s.hparams)}/seed{s.seed}"
+        return run_id(self.spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,6 +214,7 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
                 options=options,
                 accountant=config["accountant"],
                 profile=config["profile"],
+                sampling=config.get("sampling", "poisson"),
             )
             pr = PlannedRun(spec=spec, record_path="", prepared_path=prepared_path(config, dataset))
             path = str(Path(config["results_dir"]) / f"{pr.run_id}.json")

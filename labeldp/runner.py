@@ -33,9 +33,9 @@ def run_spec(spec: RunSpec, data) -> MethodResult:
 
 def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: float,
                  config: Mapping[str, Any] | None = None, table_keys: Sequence[str] = ()) -> dict[str, Any]:
-    from labeldp.plan import format_eps, hp_id
+    from labeldp.plan import run_id as _run_id
 
-    run_id = f"{spec.dataset}/{spec.method}/{spec.variant}/eps{format_eps(spec.epsilon)}/{hp_id(spec.hparams)}/seed{spec.seed}"
+    run_id = _run_id(spec)
     metrics = dict(result.metrics)
     metrics.setdefault("diverged", False)
     return {

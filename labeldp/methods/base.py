@@ -42,6 +42,9 @@ class RunSpec:
       options: method options of the variant (e.g. ``{"amplification": False}``).
       accountant: ``pld`` or ``rdp``.
       profile: config profile name (smoke / quick / full).
+      sampling: batch sampling of DP-SGD-family methods: ``poisson`` (what the accountant
+        assumes) or ``shuffle`` (fixed-size batches; then the Poisson accounting is an
+        approximation and the record is marked not valid).
     """
 
     dataset: str
@@ -54,6 +57,7 @@ class RunSpec:
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     accountant: str = "pld"
     profile: str = "full"
+    sampling: str = "poisson"
 
     @property
     def private(self) -> bool:

@@ -1,0 +1,22 @@
+"""DP-SGD (Abadi et al. 2016): 000 Algorithm 1 with the NoOp denoiser (000 Tables 3, 5, 13-15).
+
+Clipped per-example gradients, Gaussian noise with the noise multiplier calibrated by the
+accountant (Poisson subsampled Gaussian, PLD by default) for the whole run; see
+:mod:`labeldp.methods.private_training`.
+"""
+
+from __future__ import annotations
+
+from labeldp.methods.base import MethodResult, RunSpec
+
+NAME = "dpsgd"
+HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
+DATASET_KINDS = ("image",)
+
+
+def run(data, spec: RunSpec) -> MethodResult:
+    """Trains with DP-SGD (NoOp denoiser) and reports test accuracy with the accounted eps."""
+    from labeldp.denoisers import noop
+    from labeldp.methods.private_training import train_private
+
+    return train_private(data, spec, denoiser=noop(), desc=f"dpsgd eps={spec.epsilon}")

@@ -1,0 +1,43 @@
+"""LabelDP-Pro (000): DP-SGD whose noisy gradient is projected by a feature-only denoiser.
+
+The variant's options choose the denoiser of 000 Table 1: ``alt_conv`` (default; the convex
+hull of the per-example per-class gradients of an independent alternative batch of n2
+examples, compatible with amplification), ``self_conv`` / ``self_span`` (the current batch;
+they break amplification, so they are accounted without it unless the variant is one of
+Table 3's reference-only "w/ AMP" columns, which the record marks not private). Projection
+hyper-parameters: ``proj_steps``, ``proj_step_size`` and the smoothing ``lambda`` (000 D.2).
+"""
+
+from __future__ import annotations
+
+from labeldp.methods.base import MethodResult, RunSpec
+
+NAME = "labeldp_pro"
+HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
+DATASET_KINDS = ("image",)
+
+
+def make_denoiser_for(spec: RunSpec):
+    """The denoiser a run's options and hyper-parameters describe."""
+    from labeldp import denoisers
+
+    name = spec.options.get("denoiser", "alt_conv")
+    hp = spec.hparams
+    momentum = spec.options.get("projection_momentum", "none")
+    if name == "alt_conv":
+        return denoisers.alt_conv(steps=int(hp["proj_steps"]), step_size=float(hp["proj_step_size"]),
+                                  smoothing=float(hp["smoothing"]), momentum=momentum)
+    if name == "self_conv":
+        return denoisers.self_conv(steps=int(hp["proj_steps"]), step_size=float(hp["proj_step_size"]),
+                                   smoothing=float(hp["smoothing"]), momentum=momentum)
+    if name == "self_span":
+        return denoisers.self_span(iters=int(hp["proj_steps"]))
+    raise ValueError(f"unknown denoiser {name!r} in variant {spec.variant!r}; use alt_conv, self_conv or self_span")
+
+
+def run(data, spec: RunSpec) -> MethodResult:
+    """Trains with LabelDP-Pro and reports test accuracy with the accounted eps."""
+    from labeldp.methods.private_training import train_private
+
+    den = make_denoiser_for(spec)
+    return train_private(data, spec, denoiser=den, desc=f"labeldp_pro[{den.name}] eps={spec.epsilon}")
