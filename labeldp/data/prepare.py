@@ -1,0 +1,294 @@
+"""Turn raw image-dataset files into one ``.npz`` the experiments load.
+
+:func:`prepare_image_dataset` parses the raw files with the real parsers of
+:mod:`labeldp.data.rawformats` (IDX for the MNIST family, the CIFAR-10 python archive)
+and writes
+
+* ``x_train``, ``x_test``: uint8 NHWC, (n, 28, 28, 1) or (n, 32, 32, 3)
+* ``y_train``, ``y_test``: int64
+* ``metadata``: a JSON string (0-d array) with the dataset name, ``source``
+  (``"official"`` or ``"synthetic_standin"``), ``subset``, split sizes, number of classes
+  and the sha256 of every raw file.
+
+``source`` is decided by the raw directory, never by the caller: a directory with a
+``STANDIN_SYNTHETIC`` marker is ``"synthetic_standin"``; otherwise every raw file must
+match the registry's official checksum (else :class:`ChecksumError`), and the result is
+``"official"``. ``subset=n`` keeps the first ``n`` examples of each split, in file order
+(deterministic). The ``.npz`` is written to a temporary name and renamed into place.
+No pickles are stored, so :func:`load_prepared` uses ``allow_pickle=False``.
+
+Tabular datasets (Criteo, Census) are prepared elsewhere.
+
+CLI::
+
+    python -m labeldp.data.prepare <dataset> --raw-dir R --out O [--subset N]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .fetch import ChecksumError, DataError, DataMissingError, _umask_mode, file_digests
+from .rawformats import (
+    IDX_IMAGES_MAGIC,
+    IDX_LABELS_MAGIC,
+    RawSplits,
+    is_standin_dir,
+    read_cifar10_tar,
+    read_idx,
+    read_standin_marker,
+)
+from .registry import DatasetSpec, get_spec
+
+__all__ = [
+    "SOURCE_OFFICIAL",
+    "SOURCE_STANDIN",
+    "FORMAT_VERSION",
+    "PreparedData",
+    "prepare_image_dataset",
+    "load_prepared",
+    "main",
+]
+
+SOURCE_OFFICIAL = "official"
+SOURCE_STANDIN = "synthetic_standin"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedData:
+    """A prepared image dataset (see module docstring for the array layout)."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    name: str
+    source: str
+    subset: int | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.source != SOURCE_OFFICIAL
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+
+def _raw_file(raw_dir: Path, filename: str) -> Path:
+    """The raw file, also accepting the un-gzipped name (as torchvision leaves them)."""
+    path = raw_dir / filename
+    if path.is_file():
+        return path
+    if filename.endswith(".gz") and (raw_dir / filename[:-3]).is_file() and filename.startswith(("train-", "t10k-")):
+        return raw_dir / filename[:-3]
+    raise DataMissingError(
+        f"raw file {filename} not found in {raw_dir}; fetch it first "
+        f"(python -m labeldp.data.fetch <dataset> --data-dir ...; raw files land in <data-dir>/<dataset>/)"
+    )
+
+
+def _check_official(spec: DatasetSpec, paths: dict[str, Path], digests: dict[str, dict[str, str]]) -> None:
+    for fname, path in paths.items():
+        rf = spec.file(fname)
+        if path.name != fname:
+            # an uncompressed copy cannot be compared with the official (gzip) checksum
+            raise ChecksumError(
+                path, "md5", rf.md5 or "?", digests[fname]["md5"], filename=fname,
+                hint=(
+                    f"Only the official compressed file {fname} can be verified; keep the .gz file in "
+                    f"{path.parent} (fetch it again)."
+                ),
+            )
+        for alg, exp in (("sha256", rf.sha256), ("md5", rf.md5)):
+            if exp and digests[fname][alg] != exp:
+                raise ChecksumError(
+                    path, alg, exp, digests[fname][alg], filename=fname,
+                    hint=(
+                        "The raw file is not the official one. Fetch it again (python -m labeldp.data.fetch); "
+                        "if it is a synthetic stand-in, its directory must carry the STANDIN_SYNTHETIC marker "
+                        "(make_standin_raw_files writes it)."
+                    ),
+                )
+
+
+def _parse_idx_dataset(paths: dict[str, Path]) -> RawSplits:
+    def pair(img_name: str, lbl_name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+        x = read_idx(paths[img_name], expected_magic=IDX_IMAGES_MAGIC)
+        y = read_idx(paths[lbl_name], expected_magic=IDX_LABELS_MAGIC)
+        if x.shape[0] != y.shape[0]:
+            raise DataError(f"{split}: {x.shape[0]} images but {y.shape[0]} labels")
+        return x[..., None].astype(np.uint8, copy=False), y.astype(np.int64)
+
+    x_train, y_train = pair("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "train")
+    x_test, y_test = pair("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", "test")
+    return RawSplits(x_train, y_train, x_test, y_test)
+
+
+def _atomic_savez(out_path: Path, arrays: dict[str, np.ndarray]) -> None:
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".part-", dir=out_path.parent)
+    os.chmod(tmp, _umask_mode())
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def prepare_image_dataset(
+    name: str,
+    *,
+    raw_dir: str | os.PathLike,
+    out_path: str | os.PathLike,
+    subset: int | None = None,
+) -> Path:
+    """Parse the raw files of image dataset ``name`` in ``raw_dir`` into ``out_path`` (.npz).
+
+    ``subset``: keep the first ``subset`` examples of each split (in file order); a split
+    smaller than ``subset`` is kept whole and the actual sizes are recorded. Returns
+    ``out_path``.
+    """
+    spec = get_spec(name)
+    if spec.kind != "image":
+        raise NotImplementedError(
+            f"{name} is a {spec.kind} dataset; prepare_image_dataset handles image datasets only"
+        )
+    if subset is not None and (isinstance(subset, bool) or int(subset) < 1):
+        raise ValueError(f"subset must be a positive integer or None, got {subset!r}")
+    raw_dir, out_path = Path(raw_dir), Path(out_path)
+    if not raw_dir.is_dir():
+        raise DataMissingError(f"raw directory {raw_dir} does not exist; fetch {name} first")
+
+    paths = {f: _raw_file(raw_dir, f) for f in spec.filenames}
+    digests = {f: file_digests(p) for f, p in paths.items()}
+    synthetic = is_standin_dir(raw_dir)
+    if synthetic:
+        source = SOURCE_STANDIN
+        marker = read_standin_marker(raw_dir)
+        if marker.get("dataset", name) != name:
+            raise DataError(f"{raw_dir} holds stand-ins for {marker.get('dataset')!r}, not {name!r}")
+    else:
+        source = SOURCE_OFFICIAL
+        marker = None
+        _check_official(spec, paths, digests)
+
+    if spec.raw_format == "idx":
+        splits = _parse_idx_dataset(paths)
+    elif spec.raw_format == "cifar10_python":
+        member_md5 = None if synthetic else dict(spec.members)
+        splits = read_cifar10_tar(paths[spec.files[0].filename], member_md5=member_md5)
+    else:  # pragma: no cover - registry guards this
+        raise NotImplementedError(f"no parser for raw format {spec.raw_format!r}")
+
+    expected_shape = tuple(spec.input_shape or ())
+    k = int(spec.num_classes or 0)
+    for split, x, y in (("train", splits.x_train, splits.y_train), ("test", splits.x_test, splits.y_test)):
+        if tuple(x.shape[1:]) != expected_shape or x.dtype != np.uint8:
+            raise DataError(f"{name} {split}: images {x.shape} {x.dtype}, expected (n, {expected_shape}) uint8")
+        if y.size and (y.min() < 0 or y.max() >= k):
+            raise DataError(f"{name} {split}: labels outside 0..{k - 1} (min {y.min()}, max {y.max()})")
+
+    n_full = {"train": int(splits.x_train.shape[0]), "test": int(splits.x_test.shape[0])}
+    if subset is not None:
+        n = int(subset)
+        splits = RawSplits(splits.x_train[:n], splits.y_train[:n], splits.x_test[:n], splits.y_test[:n])
+        for split, full in n_full.items():
+            if full < n:
+                print(
+                    f"[labeldp.data] note: {name} {split} has only {full} examples (< subset {n}); keeping all",
+                    file=sys.stderr,
+                )
+
+    from .. import __version__ as labeldp_version
+
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "dataset": name,
+        "source": source,
+        "synthetic": synthetic,
+        "subset": None if subset is None else int(subset),
+        "n_train": int(splits.x_train.shape[0]),
+        "n_test": int(splits.x_test.shape[0]),
+        "n_train_full": n_full["train"],
+        "n_test_full": n_full["test"],
+        "num_classes": k,
+        "input_shape": list(expected_shape),
+        "raw_files": {f: {"path": str(p), "sha256": digests[f]["sha256"], "md5": digests[f]["md5"]} for f, p in paths.items()},
+        "raw_sha256": {f: digests[f]["sha256"] for f in paths},
+        "standin_marker": marker,
+        "labeldp_version": labeldp_version,
+    }
+    arrays = {
+        "x_train": np.ascontiguousarray(splits.x_train, dtype=np.uint8),
+        "y_train": np.ascontiguousarray(splits.y_train, dtype=np.int64),
+        "x_test": np.ascontiguousarray(splits.x_test, dtype=np.uint8),
+        "y_test": np.ascontiguousarray(splits.y_test, dtype=np.int64),
+        "metadata": np.array(json.dumps(metadata, sort_keys=True)),
+    }
+    _atomic_savez(out_path, arrays)
+    return out_path
+
+
+def load_prepared(path: str | os.PathLike) -> PreparedData:
+    """Load an ``.npz`` written by :func:`prepare_image_dataset` (no pickles)."""
+    with np.load(Path(path), allow_pickle=False) as npz:
+        missing = {"x_train", "y_train", "x_test", "y_test", "metadata"} - set(npz.files)
+        if missing:
+            raise DataError(f"{path}: not a prepared dataset (missing {sorted(missing)})")
+        metadata = json.loads(str(npz["metadata"][()]))
+        arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test")}
+    return PreparedData(
+        **arrays,
+        num_classes=int(metadata["num_classes"]),
+        name=str(metadata["dataset"]),
+        source=str(metadata["source"]),
+        subset=metadata.get("subset"),
+        metadata=metadata,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .registry import DATASETS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m labeldp.data.prepare",
+        description="Parse raw image-dataset files into an .npz (x/y train/test + metadata).",
+    )
+    parser.add_argument("dataset", choices=sorted(k for k, s in DATASETS.items() if s.kind == "image"))
+    parser.add_argument("--raw-dir", required=True, type=Path, help="directory holding the raw files (<data-dir>/<dataset>)")
+    parser.add_argument("--out", required=True, type=Path, help="output .npz path")
+    parser.add_argument("--subset", type=int, default=None, help="keep the first N examples of each split")
+    args = parser.parse_args(argv)
+    try:
+        out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
+    except (DataError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    data = load_prepared(out)
+    print(
+        f"{out}: {data.name} source={data.source} train={data.x_train.shape} test={data.x_test.shape}"
+        + (" [SYNTHETIC STAND-IN]" if data.is_synthetic else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
