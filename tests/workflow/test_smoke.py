@@ -62,6 +62,7 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         proc.wait()
     assert first is not None, "no result record appeared"
     first_time = first.stat().st_mtime_ns
+    _smk(work, "--unlock", mirror=mirror)  # a SIGKILLed Snakemake leaves its lock behind
     _smk(work, mirror=mirror)
     assert manifest.stat().st_mtime_ns == m_time, "fetch was redone"
     assert first.stat().st_mtime_ns == first_time, "a finished training job was redone"

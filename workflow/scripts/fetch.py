@@ -37,7 +37,7 @@ def main() -> int:
         try:
             files = fetch_dataset(a.dataset, data_dir=a.data_dir, mirror=a.mirror or None,
                                   pinned_sha256=a.pinned_sha256 or None, census_path=a.census_path or None)
-        except DataError as err:
+        except (DataError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
         source = "official"
