@@ -255,6 +255,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     from labeldp.training import accuracy_pct, one_hot, predict_logits, to_float_images, train_weighted
 
     eps = common.require_private(spec, NAME)
+    common.check_options(spec, ("stage1_fraction", "temperature"), NAME)
     k = int(data.num_classes)
     y = np.asarray(data.y_train)
     stage1_fraction = float(spec.options.get("stage1_fraction", DEFAULT_STAGE1_FRACTION))

@@ -63,6 +63,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     from labeldp.methods.common import build_model_for, train_and_evaluate
 
     eps = common.require_private(spec, NAME)
+    common.check_options(spec, (), NAME)
     k = int(data.num_classes)
     rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)
     noisy, weights = noisy_targets(data.y_train, num_classes=k, epsilon=eps, rng=rng)

@@ -105,10 +105,20 @@ def git_revision(repo_dir: str | os.PathLike | None = None) -> dict[str, Any]:
             timeout=10,
         )
         if rev.returncode != 0:
-            return {"commit": None, "dirty": None}
+            return _revision_from_env()
         return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
+        return _revision_from_env()
+
+
+def _revision_from_env() -> dict[str, Any]:
+    """For copies of the work tree without ``.git`` (e.g. a lent GPU machine): the revision
+    the caller states in ``LABELDP_GIT_REVISION`` (``<commit>`` or ``<commit>+dirty``)."""
+    value = os.environ.get("LABELDP_GIT_REVISION", "").strip()
+    if not value:
         return {"commit": None, "dirty": None}
+    commit, _, flag = value.partition("+")
+    return {"commit": commit, "dirty": flag == "dirty", "source": "LABELDP_GIT_REVISION"}
 
 
 def _cpu_model() -> str:

@@ -132,6 +132,16 @@ def test_alibi_refinement_uses_model_softmax_as_prior():
     brute /= brute.sum(-1, keepdims=True)
     np.testing.assert_allclose(refined, brute, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(refined.sum(-1), 1.0, atol=1e-12)
+    # The per-step targets (jax, float32) are the same posterior, and carry no gradient.
+    import jax
+    import jax.numpy as jnp
+
+    step = np.asarray(jax.jit(lambda zz, ll: alibi.step_targets(zz, ll, epsilon=eps))(
+        jnp.asarray(z, jnp.float32), jnp.asarray(logits, jnp.float32)))
+    np.testing.assert_allclose(step, refined, atol=2e-5)
+    grad = jax.grad(lambda ll: jnp.sum(alibi.step_targets(jnp.asarray(z, jnp.float32), ll, epsilon=eps)[:, 0]))(
+        jnp.asarray(logits, jnp.float32))
+    assert np.all(np.asarray(grad) == 0)
 
 
 # ---------------------------------------------------------------------------
@@ -294,10 +304,14 @@ def data():
     return _fake_data()
 
 
-@pytest.mark.parametrize("module", METHODS, ids=lambda m: m.NAME)
-def test_end_to_end_and_deterministic(module, data):
-    epochs = 2 if module is alibi else 1  # ALIBI: one prior refresh between the epochs
-    spec = _spec(module.NAME, epsilon=1.0, seed=3, epochs=epochs)
+E2E_CASES = [(rr, {}), (rr_debiased, {}), (alibi, {}), (alibi, {"prior": "epoch"}), (lp_2st, {})]
+
+
+@pytest.mark.parametrize("module,options", E2E_CASES,
+                         ids=["rr", "rr_debiased", "alibi", "alibi-prior_epoch", "lp_2st"])
+def test_end_to_end_and_deterministic(module, options, data):
+    epochs = 2 if module is alibi else 1  # ALIBI: epoch mode refreshes the prior once
+    spec = _spec(module.NAME, epsilon=1.0, seed=3, epochs=epochs, options=options)
     first = module.run(data, spec)
     assert isinstance(first, MethodResult)
     acc = first.metrics["test_accuracy_pct"]
@@ -322,7 +336,8 @@ def test_end_to_end_and_deterministic(module, data):
         assert 1 <= d["filter_k"] <= 10 and 1.0 <= d["mean_k"] <= 10.0
         assert d["filter_k"] == int(math.floor(d["mean_k"] + 0.5))
     if module is alibi:
-        assert first.details["prior_refreshes"] == 1
+        assert first.details["prior"] == options.get("prior", "step")
+        assert first.details["epoch_prior_refreshes"] == (1 if options else 0)
 
 
 def test_rr_run_matches_its_noise_step(data):
@@ -337,3 +352,9 @@ def test_rr_run_matches_its_noise_step(data):
 def test_rejects_non_private_runs(module, data):
     with pytest.raises(ValueError, match="finite epsilon"):
         module.run(data, _spec(module.NAME, epsilon=math.inf))
+
+
+@pytest.mark.parametrize("module", METHODS, ids=lambda m: m.NAME)
+def test_rejects_unknown_options(module, data):
+    with pytest.raises(ValueError, match="examples_per_user"):
+        module.run(data, _spec(module.NAME, options={"examples_per_user": 2}))
