@@ -237,8 +237,13 @@ def header_lines(res: TableResult) -> list[str]:
     tcfg = cfg["tables"][res.table]
     recs = res.records_used
     git = records.git_revision()
-    hw = sorted({f"{r['environment'].get('cpu')} ({r['environment'].get('jax_backend')}, "
-                 f"{r['environment'].get('cpu_count')} cpus)" for r in recs}) or ["no runs"]
+    hw = sorted({f"{r['environment'].get('cpu')} ({r['environment'].get('jax_backend')}"
+                 + (f": {', '.join(sorted(set(r['environment'].get('jax_devices') or [])))}"
+                    if r['environment'].get('jax_backend') not in (None, 'cpu') else "")
+                 + f", {r['environment'].get('cpu_count')} cpus)" for r in recs}) or ["no runs"]
+    rec_revs = sorted({str((r["environment"].get("git") or {}).get("commit")) for r in recs})
+    options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
+                      for r in recs if (r.get("config") or {}).get("run_spec", {}).get("options")})
     sizes = sorted({f"{r['dataset']['name']}: n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
                     f"source={r['dataset']['source']}" for r in recs}) or ["no runs"]
     epochs = sorted({r["hparams"].get("epochs") for r in recs if "epochs" in r["hparams"]})
@@ -253,7 +258,10 @@ def header_lines(res: TableResult) -> list[str]:
         f"- delta: {cfg['delta']} (DP-SGD family); pure-DP label randomizers have delta = 0",
         f"- accountant: {cfg['accountant']} (dp_accounting); sampling: {cfg['sampling']}",
         f"- hardware: {'; '.join(hw)}",
+        f"- code revisions of the records: {', '.join(rec_revs) or '-'}",
     ]
+    if options:
+        lines.append(f"- method options of the runs: {'; '.join(options)}")
     if any(r["dataset"]["source"] != "official" for r in recs):
         lines.append("- **WARNING: some runs use SYNTHETIC stand-in data (smoke profile); their numbers are "
                      "not comparable to the paper.**")

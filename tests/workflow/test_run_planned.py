@@ -1,0 +1,68 @@
+"""workflow/scripts/run_planned.py: the one-process executor writes exactly the planned records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+
+import yaml
+
+from labeldp import plan, records
+from labeldp.config import load_config
+from tests.helpers import REPO
+
+SMOKE = REPO / "workflow/config/smoke.yaml"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("run_planned", REPO / "workflow/scripts/run_planned.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _override(tmp_path):
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"), "results_dir": str(tmp_path / "results")}))
+    return over
+
+
+def test_shards_partition_the_plan(tmp_path):
+    mod = _script()
+    cfg = load_config(REPO / "workflow/config/config.yaml", SMOKE, _override(tmp_path))
+    every = mod.select_runs(cfg, ["table5_mnist", "table14"])
+    parts = [mod.select_runs(cfg, ["table5_mnist", "table14"], shard=(i, 3)) for i in range(3)]
+    paths = [r.record_path for p in parts for r in p]
+    assert sorted(paths) == sorted(r.record_path for r in every) and len(set(paths)) == len(paths)
+    assert {r.record_path for r in every} == {r.record_path for t in ("table5_mnist", "table14")
+                                              for r in plan.table_runs(cfg, t)}
+
+
+def test_writes_planned_records_and_never_redoes_them(tmp_path, capsys):
+    mod = _script()
+    over = _override(tmp_path)
+    args = ["--configfile", str(SMOKE), "--configfile", str(over), "--tables", "table15", "--methods", "nonprivate,rr"]
+    assert mod.main(args) == 0
+    cfg = load_config(REPO / "workflow/config/config.yaml", SMOKE, over)
+    planned = [r for r in plan.table_runs(cfg, "table15") if r.spec.method in ("nonprivate", "rr")]
+    assert planned
+    mtimes = {}
+    for r in planned:
+        rec = records.read_record(r.record_path)
+        records.validate_record(rec)
+        assert rec["run_id"] == r.run_id and rec["method"] == r.spec.method
+        assert rec["dataset"]["source"] == "synthetic_standin"  # smoke's KMNIST stand-in, flagged
+        if r.spec.method == "rr":
+            assert rec["privacy"]["epsilon"] == r.spec.epsilon and rec["privacy"]["valid"]
+        else:
+            assert math.isinf(records.decode_epsilon(rec["privacy"]["epsilon"]))
+        mtimes[r.record_path] = os.stat(r.record_path).st_mtime_ns
+    capsys.readouterr()
+    assert mod.main(args) == 0
+    out = capsys.readouterr().out
+    assert "0 to run" in out
+    assert all(os.stat(p).st_mtime_ns == t for p, t in mtimes.items())
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["done"] == 0 and summary["failed"] == []
