@@ -47,6 +47,7 @@ rule all:
     input:
         expand(f"{REPORTS}/tables/{{t}}.md", t=TABLES),
         expand(f"{REPORTS}/figures/{{t}}.md", t=FIGURES),
+        f"{REPORTS}/scorecard.md",
 
 
 include: "workflow/rules/fetch.smk"

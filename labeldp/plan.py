@@ -291,6 +291,12 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 )
             if col.variant != "default":
                 variant_options(config, col.method, col.variant)
+        col_ids = {c.id for c in columns(tcfg)}
+        for i, claim in enumerate(tcfg.get("claims", [])):
+            for who in [claim["winner"], *claim["losers"]]:
+                if who not in col_ids:
+                    raise ConfigError(f"tables.{table}.claims[{i}]: {who!r} is not a column id of {table}; "
+                                      f"columns: {sorted(col_ids)}")
         grid_for(config, tcfg)
     for ds in (config.get("datasets") or {}):
         if ds not in DATASET_KINDS:

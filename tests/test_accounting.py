@@ -2,7 +2,6 @@
 
 import json
 import math
-import time
 
 import dp_accounting
 from dp_accounting.pld import pld_privacy_accountant
@@ -146,13 +145,6 @@ def test_calibration_rdp(target, amplification):
       target_epsilon=target, target_delta=DELTA, sampling_rate=Q,
       steps=STEPS, amplification=amplification)
   assert pld_sigma < rec.noise_multiplier  # PLD is tighter, needs less noise
-
-
-def test_calibration_is_fast():
-  start = time.perf_counter()
-  A.calibrate_noise_multiplier(target_epsilon=0.5, target_delta=DELTA,
-                               sampling_rate=Q, steps=STEPS)
-  assert time.perf_counter() - start < 10.0  # ~0.3-1 s on 2 CPU cores
 
 
 def test_record_contents_and_event_round_trip():

@@ -375,7 +375,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     write_atomic_text(path, buf.getvalue())
 
 
-def render_figure(res: TableResult, png: Path) -> None:
+def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
+    """Accuracy (AUC, MSE) vs eps on a log axis: one line per column with std bands, the
+    paper's values as hollow markers of the same colour; written atomically as PNG (and PDF)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -399,6 +401,7 @@ def render_figure(res: TableResult, png: Path) -> None:
         if pp:
             ax.plot([e for e, _ in pp], [v for _, v in pp], "o", mfc="none", color=color,
                     label=None if ok else f"{c.label} (paper)")
+    ax.plot([], [], "o", mfc="none", color="gray", label="hollow: paper value")
     ax.set_xscale("log")
     ax.set_xlabel("epsilon")
     ax.set_ylabel(tcfg["metric"])
@@ -409,10 +412,14 @@ def render_figure(res: TableResult, png: Path) -> None:
     ax.legend(fontsize=6)
     fig.tight_layout()
     png.parent.mkdir(parents=True, exist_ok=True)
-    tmp = png.with_name(f".{png.stem}.part.png")
-    fig.savefig(tmp, dpi=120)
+    for path, kw in ((png, {"dpi": 120}), (pdf, {})):
+        if path is None:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.part{path.suffix}")
+        fig.savefig(tmp, **kw)
+        os.replace(tmp, path)
     plt.close(fig)
-    os.replace(tmp, png)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -420,7 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--table", required=True)
     p.add_argument("--config-json", required=True)
     p.add_argument("--out-dir", required=True)
-    p.add_argument("--figure", action="store_true", help="also draw <table>.png")
+    p.add_argument("--figure", action="store_true", help="a figure target: draw <table>.png/.pdf in --out-dir")
+    p.add_argument("--plot-dir", default=None, help="a table target: also draw <table>.png/.pdf there")
     args = p.parse_args(argv)
     config = json.loads(args.config_json)
     if args.table not in config["tables"]:
@@ -429,9 +437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out_dir)
     write_csv(out / f"{args.table}.csv", tidy_rows(res))
     if args.figure:
-        render_figure(res, out / f"{args.table}.png")
+        render_figure(res, out / f"{args.table}.png", out / f"{args.table}.pdf")
     else:
         write_atomic_text(out / f"{args.table}.tex", render_latex(res))
+        if args.plot_dir:
+            plots = Path(args.plot_dir)
+            render_figure(res, plots / f"{args.table}.png", plots / f"{args.table}.pdf")
     write_atomic_text(out / f"{args.table}.md", render_markdown(res))
     print(f"wrote {out / args.table}.*")
     return 0

@@ -101,8 +101,20 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         for ext in ("md", "csv", "tex"):
             assert (rep / "tables" / f"{t}.{ext}").stat().st_size > 0
     for f in FIGURES:
-        for ext in ("md", "csv", "png"):
+        for ext in ("md", "csv", "png", "pdf"):
             assert (rep / "figures" / f"{f}.{ext}").stat().st_size > 0
+    for t in TABLES:  # every table also has its accuracy-vs-eps plot
+        for ext in ("png", "pdf"):
+            assert (rep / "figures" / f"{t}.{ext}").stat().st_size > 0
+    score = (rep / "scorecard.md").read_text()
+    assert "## Per table" in score and "| table5_mnist | 5a |" in score and "claims" in score
+    claims = _rows(rep / "scorecard_claims.csv")
+    assert {c["claim"] for c in claims} >= {"pro_beats_dpsgd_and_baselines_small_eps", "rr_beats_pro_eps2"}
+    assert all(c["verdict"] in ("holds", "fails", "not evaluable") for c in claims)
+    html = work / "report.html"
+    _smk(work, "--report", str(html), mirror=mirror)
+    text = html.read_text(errors="replace")
+    assert html.stat().st_size > 10_000 and "scorecard" in text and "table5_mnist" in text
     rows = _rows(rep / "tables/table5_mnist.csv")
     np_row = next(r for r in rows if r["column"] == "nonprivate")
     assert np_row["status"] == "ok" and float(np_row["mean"]) > 20.0, np_row  # chance is 10%

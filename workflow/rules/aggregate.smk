@@ -1,23 +1,36 @@
-# Aggregate: tables and figures built only from the result records (and the published values
-# in workflow/resources/reference). One target per table / figure, named as in the paper.
+# Aggregate: tables, plots, figures and the scorecard, built only from the result records (and
+# the published values in workflow/resources/reference). One target per table / figure, named
+# as in the paper; `snakemake --report report.html` collects every artefact with its caption.
 import json as _json
+
+report: "../report/workflow.rst"
 
 
 def _table_inputs(wc):
     # aggregate_existing_only: build from whatever records exist (missing cells say "not run:
-    # N planned runs missing"); used for partial CPU reports. Rebuild with --forcerun table figure.
+    # N planned runs missing"); used for partial CPU/GPU reports. Rebuild with --forcerun table figure.
     if config.get("aggregate_existing_only"):
         return []
     return [r.record_path for r in _plan.table_runs(config, wc.table)]
+
+
+def _paper(wc):
+    return f"paper {config['tables'][wc.table]['paper_table']}"
 
 
 rule table:
     input:
         _table_inputs,
     output:
-        md=f"{REPORTS}/tables/{{table}}.md",
+        md=report(f"{REPORTS}/tables/{{table}}.md", caption="../report/table.rst", category="Tables",
+                  subcategory=_paper, labels=lambda wc: {"table": wc.table, "format": "markdown"}),
         csv=f"{REPORTS}/tables/{{table}}.csv",
         tex=f"{REPORTS}/tables/{{table}}.tex",
+        png=report(f"{REPORTS}/figures/{{table}}.png", caption="../report/plot.rst", category="Plots",
+                   subcategory=_paper, labels=lambda wc: {"table": wc.table, "format": "png"}),
+        pdf=f"{REPORTS}/figures/{{table}}.pdf",
+    wildcard_constraints:
+        table="|".join(TABLES) or "NO_TABLES",
     log:
         f"{LOGS}/aggregate/{{table}}.log",
     params:
@@ -26,7 +39,7 @@ rule table:
         "../../envs/labeldp.yaml"
     shell:
         "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.tables --table {wildcards.table} "
-        "--config-json {params.cfg:q} --out-dir {REPORTS}/tables > {log} 2>&1"
+        "--config-json {params.cfg:q} --out-dir {REPORTS}/tables --plot-dir {REPORTS}/figures > {log} 2>&1"
 
 
 rule figure:
@@ -35,7 +48,11 @@ rule figure:
     output:
         md=f"{REPORTS}/figures/{{table}}.md",
         csv=f"{REPORTS}/figures/{{table}}.csv",
-        png=f"{REPORTS}/figures/{{table}}.png",
+        png=report(f"{REPORTS}/figures/{{table}}.png", caption="../report/plot.rst", category="Figures",
+                   subcategory=_paper, labels=lambda wc: {"figure": wc.table, "format": "png"}),
+        pdf=f"{REPORTS}/figures/{{table}}.pdf",
+    wildcard_constraints:
+        table="|".join(FIGURES) or "NO_FIGURES",
     log:
         f"{LOGS}/aggregate/{{table}}.log",
     params:
@@ -45,6 +62,26 @@ rule figure:
     shell:
         "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.tables --table {wildcards.table} "
         "--config-json {params.cfg:q} --out-dir {REPORTS}/figures --figure > {log} 2>&1"
+
+
+rule scorecard:
+    input:
+        expand(f"{REPORTS}/tables/{{t}}.csv", t=TABLES),
+        expand(f"{REPORTS}/figures/{{t}}.csv", t=FIGURES),
+    output:
+        md=report(f"{REPORTS}/scorecard.md", caption="../report/scorecard.rst", category="Scorecard",
+                  labels={"file": "scorecard"}),
+        csv=f"{REPORTS}/scorecard.csv",
+        claims=f"{REPORTS}/scorecard_claims.csv",
+    log:
+        f"{LOGS}/aggregate/scorecard.log",
+    params:
+        cfg=lambda wc: _json.dumps(config),
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.scorecard --config-json {params.cfg:q} "
+        "--out-dir {REPORTS} {input} > {log} 2>&1"
 
 
 for _t in TABLES:

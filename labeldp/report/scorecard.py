@@ -1,0 +1,218 @@
+"""The reproduction scorecard: every regenerated cell against the published one.
+
+Built only from the tidy table CSVs (which are built only from the result records and the
+reference file). For each cell with both a regenerated mean and a published value it reports
+``|regenerated - paper|`` and whether that is within the tolerance of the config
+(``tolerance``: accuracy ``max(accuracy_points, 2 std)`` points, AUC ``auc`` absolute, MSE
+``mse_relative`` of the paper's value). Per table it counts the cells within tolerance and
+evaluates the paper's qualitative claims, declared as data in the table's ``claims`` config::
+
+    claims:
+      - {id: pro_beats_all_small_eps, text: "...", winner: labeldp_pro,
+         losers: [dpsgd, rr, rr_debiased, lp_2st, alibi], eps_max: 0.5}
+      - {id: rr_beats_pro_eps2, text: "...", winner: rr, losers: [labeldp_pro], epsilons: [2.0]}
+
+A claim "holds" when, at every epsilon in its scope, the winner's regenerated mean is above
+every loser's (below, for MSE); it is "not evaluable" when a cell it needs was not run, or is
+reference-only (invalid accounting) for the winner.
+
+Usage: ``python -m labeldp.report.scorecard --config-json '<json>' --out-dir reports <csv...>``
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from labeldp.report.tables import write_atomic_text, write_csv
+
+DEFAULT_TOLERANCE = {"accuracy_points": 2.0, "auc": 0.01, "mse_relative": 0.10}
+
+
+def _f(v: Any) -> float | None:
+    if v in (None, "", "None"):
+        return None
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return None if math.isnan(x) else x
+
+
+def tolerance_for(metric: str, *, paper: float, std: float | None, tol: Mapping[str, float]) -> float:
+    """The allowed |regenerated - paper| of one cell.
+
+    Args:
+      metric: the table's metric.
+      paper: the published value.
+      std: the regenerated std over seeds (None for one seed).
+      tol: the config's ``tolerance`` mapping.
+
+    Returns:
+      The tolerance in the metric's units.
+    """
+    t = {**DEFAULT_TOLERANCE, **dict(tol or {})}
+    if metric == "test_accuracy_pct":
+        return max(float(t["accuracy_points"]), 2.0 * (std or 0.0))
+    if metric == "test_auc":
+        return float(t["auc"])
+    return float(t["mse_relative"]) * abs(paper)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    table: str
+    claim: str
+    text: str
+    verdict: str  # "holds" | "fails" | "not evaluable"
+    detail: str
+
+
+def score_cells(rows: Sequence[Mapping[str, Any]], tol: Mapping[str, float]) -> list[dict[str, Any]]:
+    """One scorecard row per table cell (non-private references excluded)."""
+    out = []
+    for r in rows:
+        if r["column"] == "nonprivate":
+            continue
+        mean, std, paper = _f(r.get("mean")), _f(r.get("std")), _f(r.get("paper"))
+        row = {
+            "table": r["table"], "paper_table": r["paper_table"], "column": r["column"], "method": r["method"],
+            "epsilon": r["epsilon"], "metric": r["metric"], "status": r["status"], "regenerated": mean,
+            "std": std, "n_seeds": r.get("n_seeds"), "paper": paper, "abs_diff": None, "tolerance": None,
+            "within_tolerance": "", "valid": r.get("valid"),
+        }
+        if r["status"] == "ok" and mean is not None and paper is not None:
+            row["abs_diff"] = abs(mean - paper)
+            row["tolerance"] = tolerance_for(r["metric"], paper=paper, std=std, tol=tol)
+            row["within_tolerance"] = row["abs_diff"] <= row["tolerance"]
+        out.append(row)
+    return out
+
+
+def _scope(claim: Mapping[str, Any], epsilons: Sequence[float]) -> list[float]:
+    if "epsilons" in claim:
+        return [float(e) for e in claim["epsilons"]]
+    hi = float(claim.get("eps_max", math.inf))
+    lo = float(claim.get("eps_min", 0.0))
+    return [e for e in epsilons if lo <= e <= hi]
+
+
+def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+                   metric: str) -> ClaimResult:
+    """Evaluates one qualitative claim on a table's tidy rows (see the module docstring)."""
+    cells = {(r["column"], float(r["epsilon"])): r for r in rows if r["epsilon"] != "inf"}
+    eps_all = sorted({e for _, e in cells})
+    scope = _scope(claim, eps_all)
+    lower_better = metric in ("test_mse", "noisy_label_mse")
+    missing, failures = [], []
+    if not scope:
+        return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
+    for e in scope:
+        w = cells.get((claim["winner"], e))
+        if w is None or w["status"] != "ok" or str(w.get("reference_only")) == "True":
+            missing.append(f"{claim['winner']}@{e:g}")
+            continue
+        wm = float(w["mean"])
+        for loser in claim["losers"]:
+            lc = cells.get((loser, e))
+            if lc is None or lc["status"] != "ok":
+                missing.append(f"{loser}@{e:g}")
+                continue
+            lm = float(lc["mean"])
+            if not ((wm < lm) if lower_better else (wm > lm)):
+                failures.append(f"eps {e:g}: {claim['winner']} {wm:.4g} vs {loser} {lm:.4g}")
+    if failures:
+        return ClaimResult(table, claim["id"], claim.get("text", ""), "fails", "; ".join(failures))
+    if missing:
+        return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable",
+                           "cells not run: " + ", ".join(missing))
+    return ClaimResult(table, claim["id"], claim.get("text", ""), "holds",
+                       f"at eps {', '.join(f'{e:g}' for e in scope)}")
+
+
+def _read_csv(path: Path) -> list[dict[str, Any]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[dict], list[dict], list[ClaimResult]]:
+    """Returns (cell rows, per-table summary rows, claim results)."""
+    tol = config.get("tolerance") or {}
+    cell_rows, summary, claims = [], [], []
+    for p in csv_paths:
+        rows = _read_csv(Path(p))
+        if not rows:
+            continue
+        table = rows[0]["table"]
+        tcfg = config["tables"][table]
+        scored = score_cells(rows, tol)
+        cell_rows += scored
+        compared = [r for r in scored if r["within_tolerance"] != ""]
+        within = sum(1 for r in compared if r["within_tolerance"])
+        summary.append({
+            "table": table, "paper_table": tcfg["paper_table"], "cells": len(scored),
+            "cells_run": sum(1 for r in scored if r["status"] == "ok"),
+            "cells_compared": len(compared), "within_tolerance": within,
+        })
+        for c in tcfg.get("claims", []):
+            claims.append(evaluate_claim(table, c, rows, tcfg["metric"]))
+    return cell_rows, summary, claims
+
+
+def render_markdown(config: Mapping[str, Any], cell_rows, summary, claims) -> str:
+    tol = {**DEFAULT_TOLERANCE, **dict(config.get("tolerance") or {})}
+    out = ["# Reproduction scorecard", "",
+           f"- profile: {config['profile']} (grid `{config['grid']}`), seeds {config['seeds']}",
+           f"- tolerance: accuracy max({tol['accuracy_points']} points, 2 std); AUC {tol['auc']}; "
+           f"MSE {tol['mse_relative']:.0%} of the paper's value",
+           "- built only from the tables' tidy CSVs (themselves built only from result records and the "
+           "published values); `not run` cells are counted, never scored", "",
+           "## Per table", "",
+           "| table | paper | cells | run | compared | within tolerance |", "|---|---|---|---|---|---|"]
+    for s in summary:
+        out.append(f"| {s['table']} | {s['paper_table']} | {s['cells']} | {s['cells_run']} | "
+                   f"{s['cells_compared']} | {s['within_tolerance']} / {s['cells_compared']} |")
+    out += ["", "## The papers' qualitative claims", "",
+            "| table | claim | verdict | detail |", "|---|---|---|---|"]
+    for c in claims:
+        out.append(f"| {c.table} | {c.text or c.claim} | **{c.verdict}** | {c.detail} |")
+    if not claims:
+        out.append("| - | no claims configured | - | - |")
+    out += ["", "## Cells", "",
+            "| table | column | eps | regenerated | paper | abs diff | tolerance | within |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in cell_rows:
+        reg = "not run" if r["status"] != "ok" else f"{r['regenerated']:.4g}"
+        paper = "-" if r["paper"] is None else f"{r['paper']:.4g}"
+        diff = "-" if r["abs_diff"] is None else f"{r['abs_diff']:.3g}"
+        tl = "-" if r["tolerance"] is None else f"{r['tolerance']:.3g}"
+        within = {True: "yes", False: "no", "": "-"}[r["within_tolerance"]]
+        out.append(f"| {r['table']} | {r['column']} | {r['epsilon']} | {reg} | {paper} | {diff} | {tl} | {within} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config-json", required=True)
+    p.add_argument("--out-dir", required=True)
+    p.add_argument("csvs", nargs="+", help="tidy table CSVs")
+    a = p.parse_args(argv)
+    config = json.loads(a.config_json)
+    cell_rows, summary, claims = build(config, [Path(c) for c in a.csvs])
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "scorecard.csv", cell_rows)
+    write_csv(out / "scorecard_claims.csv", [dataclasses.asdict(c) for c in claims])
+    write_atomic_text(out / "scorecard.md", render_markdown(config, cell_rows, summary, claims))
+    print(f"wrote {out / 'scorecard.md'}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

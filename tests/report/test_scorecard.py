@@ -1,0 +1,82 @@
+"""The scorecard: tolerance per metric, claims evaluated on hand-made tidy rows."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from labeldp.plan import ConfigError, validate_semantics
+from labeldp.report import scorecard as S
+from tests.helpers import repo_config
+
+
+def _row(column, eps, mean, *, std=0.5, paper=None, status="ok", table="t", metric="test_accuracy_pct", ref_only=False):
+    return {"table": table, "paper_table": "X", "column": column, "method": column, "epsilon": str(eps),
+            "metric": metric, "status": status, "mean": "" if mean is None else str(mean),
+            "std": "" if std is None else str(std), "n_seeds": "3", "paper": "" if paper is None else str(paper),
+            "valid": str(not ref_only), "reference_only": str(ref_only)}
+
+
+def test_tolerance_per_metric():
+    tol = {"accuracy_points": 2.0, "auc": 0.01, "mse_relative": 0.1}
+    assert S.tolerance_for("test_accuracy_pct", paper=90.0, std=0.4, tol=tol) == 2.0
+    assert S.tolerance_for("test_accuracy_pct", paper=90.0, std=3.0, tol=tol) == 6.0  # 2 std
+    assert S.tolerance_for("test_auc", paper=0.7, std=0.1, tol=tol) == 0.01
+    assert S.tolerance_for("test_mse", paper=50.0, std=None, tol=tol) == pytest.approx(5.0)
+
+
+def test_cells_scored_only_when_run_and_published():
+    rows = [_row("a", 0.1, 91.0, paper=90.0), _row("a", 0.2, 80.0, paper=90.0),
+            _row("b", 0.1, None, paper=85.0, status="not run"), _row("b", 0.2, 70.0)]
+    scored = S.score_cells(rows, {})
+    by = {(r["column"], r["epsilon"]): r for r in scored}
+    assert by[("a", "0.1")]["within_tolerance"] is True and by[("a", "0.1")]["abs_diff"] == pytest.approx(1.0)
+    assert by[("a", "0.2")]["within_tolerance"] is False
+    assert by[("b", "0.1")]["within_tolerance"] == "" and by[("b", "0.1")]["regenerated"] is None
+    assert by[("b", "0.2")]["within_tolerance"] == ""  # no published value: not scored
+
+
+def test_claim_holds_fails_and_not_evaluable():
+    rows = [_row("pro", 0.1, 90.0), _row("sgd", 0.1, 85.0), _row("pro", 1.0, 92.0), _row("sgd", 1.0, 93.0),
+            _row("rr", 0.1, None, status="not run")]
+    small = {"id": "c", "winner": "pro", "losers": ["sgd"], "eps_max": 0.5}
+    assert S.evaluate_claim("t", small, rows, "test_accuracy_pct").verdict == "holds"
+    every = {"id": "c", "winner": "pro", "losers": ["sgd"]}
+    res = S.evaluate_claim("t", every, rows, "test_accuracy_pct")
+    assert res.verdict == "fails" and "eps 1" in res.detail
+    with_rr = {"id": "c", "winner": "pro", "losers": ["sgd", "rr"], "epsilons": [0.1]}
+    res = S.evaluate_claim("t", with_rr, rows, "test_accuracy_pct")
+    assert res.verdict == "not evaluable" and "rr@0.1" in res.detail
+    # lower is better for MSE
+    mse = [_row("pro", 1.0, 10.0, metric="test_mse"), _row("sgd", 1.0, 12.0, metric="test_mse")]
+    assert S.evaluate_claim("t", every, mse, "test_mse").verdict == "holds"
+    # a reference-only winner cannot support a claim
+    ref = [_row("pro", 0.1, 99.0, ref_only=True), _row("sgd", 0.1, 85.0)]
+    assert S.evaluate_claim("t", small, ref, "test_accuracy_pct").verdict == "not evaluable"
+
+
+def test_build_and_render_from_csv(tmp_path):
+    cfg = repo_config()
+    rows = [_row("labeldp_pro", e, 90.0 + e, paper=91.0, table="table5_mnist") for e in (0.1, 0.2, 0.5)]
+    rows += [_row(c, e, 50.0, paper=50.0, table="table5_mnist")
+             for c in ("dpsgd", "rr", "rr_debiased", "lp_2st", "alibi") for e in (0.1, 0.2, 0.5)]
+    path = tmp_path / "table5_mnist.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    cells, summary, claims = S.build(cfg, [path])
+    assert summary[0]["cells_compared"] == 18 and summary[0]["within_tolerance"] == 18
+    verdicts = {c.claim: c.verdict for c in claims}
+    assert verdicts["pro_beats_dpsgd_and_baselines_small_eps"] == "holds"
+    assert verdicts["rr_beats_pro_eps2"] == "not evaluable"
+    md = S.render_markdown(cfg, cells, summary, claims)
+    assert "| table5_mnist | 5a | 18 | 18 | 18 | 18 / 18 |" in md and "**holds**" in md
+
+
+def test_claims_must_name_columns_of_their_table():
+    cfg = repo_config()
+    cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "winner": "labeldp_pro", "losers": ["no_such_column"]}]
+    with pytest.raises(ConfigError, match="no_such_column"):
+        validate_semantics(cfg)
