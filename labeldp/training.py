@@ -77,11 +77,23 @@ def _weighted_ce(logits: jax.Array, weights: jax.Array) -> jax.Array:
     return -jnp.sum(weights * jax.nn.log_softmax(logits, axis=-1), axis=-1)
 
 
-def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformation) -> Callable:
-    """A jitted step ``(params, opt_state, x, w, mask, rng) -> (params, opt_state, loss)``."""
+TargetTransform = Callable[[jax.Array, jax.Array], jax.Array]
+"""``(w_batch, logits) -> targets``: per-step targets computed from the stored rows and the
+logits of the same forward pass (traced under ``jax.jit``; e.g. ALIBI's posterior)."""
+
+
+def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformation,
+                           target_transform: TargetTransform | None = None) -> Callable:
+    """A jitted step ``(params, opt_state, x, w, mask, rng) -> (params, opt_state, loss)``.
+
+    With ``target_transform`` the loss is the weighted cross-entropy against
+    ``target_transform(w, logits)`` instead of ``w``.
+    """
 
     def loss_fn(params, x, w, mask, rng):
         logits = spec.train_logits(params, x, rng)
+        if target_transform is not None:
+            w = target_transform(w, logits)
         per_example = _weighted_ce(logits, w)
         denom = jnp.maximum(jnp.sum(mask), 1.0)
         return jnp.sum(per_example * mask) / denom
@@ -105,6 +117,7 @@ def train_weighted(
     init_params=None,
     desc: str = "train",
     on_epoch_end: Callable[[int, object], np.ndarray | None] | None = None,
+    target_transform: TargetTransform | None = None,
 ) -> TrainResult:
     """Trains ``spec`` with SGD on a weighted cross-entropy.
 
@@ -119,7 +132,10 @@ def train_weighted(
         stage 2 starts from the stage-1 model).
       desc: progress bar label.
       on_epoch_end: optional callback ``(epoch, params) -> new target_weights or None``;
-        ALIBI uses it to refine its soft labels with the model's predictions.
+        ALIBI's ``prior="epoch"`` mode uses it to refine its soft labels.
+      target_transform: optional per-step targets from (stored rows, logits of the same
+        forward pass); ALIBI's default ``prior="step"`` mode (see
+        :func:`make_weighted_sgd_step`).
 
     Returns:
       A :class:`TrainResult`; ``diverged`` is True if a non-finite loss was seen.
@@ -132,7 +148,7 @@ def train_weighted(
     params = spec.init(init_key) if init_params is None else init_params
     tx = optax.sgd(config.learning_rate, momentum=config.momentum or None)
     opt_state = tx.init(params)
-    step = make_weighted_sgd_step(spec, tx)
+    step = make_weighted_sgd_step(spec, tx, target_transform)
     bs = int(config.batch_size)
     rng = np.random.default_rng(seed)
     x_dev = jnp.asarray(x_train)

@@ -181,7 +181,7 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     best: dict[float, set[str]] = {}
     for e in eps_list:
         eligible = [cells[(c.id, e)] for c in cols if cells[(c.id, e)].status == "ok" and not c.reference_only
-                    and cells[(c.id, e)].valid]
+                    and not c.validation and cells[(c.id, e)].valid]
         if eligible:
             top = max(x.mean for x in eligible)
             best[e] = {x.column for x in eligible if x.mean == top}
