@@ -221,7 +221,10 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
     if cell.status == "all diverged":
         return f"diverged {cell.n_diverged}/{cell.n_runs}{paper}"
     pm = r" $\pm$ " if latex else " ± "
-    core = f"{_fmt_num(cell.mean, metric)}{pm}{_fmt_num(cell.std, metric)}"
+    if cell.n_seeds == 1:  # no spread from one seed: say so instead of printing "± 0.0"
+        core = f"{_fmt_num(cell.mean, metric)} (1 seed)"
+    else:
+        core = f"{_fmt_num(cell.mean, metric)}{pm}{_fmt_num(cell.std, metric)}"
     if bold:
         core = rf"\textbf{{{core}}}" if latex else f"**{core}**"
     marks = ""

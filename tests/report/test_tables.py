@@ -88,7 +88,18 @@ def test_delta_columns_bold_and_paper_values(cfg):
                              method="labeldp_pro", variant=None, epsilon=0.1, k=None, metric="test_accuracy_pct")
     assert ref is not None and f"({ref:.1f})" in row
     row1 = next(line for line in md.splitlines() if line.startswith("| 1.0 |"))
-    assert row1.count("not run") == 6 + 2
+    n_cols = len(plan.columns(cfg["tables"]["table5_mnist"]))
+    assert row1.count("not run") == n_cols + 2  # every column and both Delta columns
+    # a validation column (DP-SGD via Opacus) is shown but never bold
+    assert any(c.validation for c in plan.columns(cfg["tables"]["table5_mnist"]))
+
+
+def test_one_seed_cells_say_so_instead_of_a_zero_std(cfg):
+    cfg["seeds"] = [0]
+    _fill(cfg, "table5_mnist", "dpsgd", 0.1, {lr: [80.0] for lr in (0.1, 0.2)})
+    res = tables.build_table(cfg, "table5_mnist")
+    row = next(line for line in tables.render_markdown(res).splitlines() if line.startswith("| 0.1 |"))
+    assert "80.0 (1 seed)" in row and "± 0.0" not in row
 
 
 def test_reference_only_cells_are_marked_and_never_best(tmp_path, monkeypatch):
