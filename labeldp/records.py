@@ -154,6 +154,21 @@ def environment() -> dict[str, Any]:
     }
 
 
+def peak_rss_mib() -> float | None:
+    """Peak resident memory of this process so far, MiB (``getrusage``; None where unavailable).
+
+    In a process that runs several runs (``workflow/scripts/run_planned.py``) this is the peak
+    over all of them up to now, not the current run's alone.
+    """
+    try:
+        import resource
+
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    except (ImportError, OSError):  # pragma: no cover - non-Unix
+        return None
+    return round(kib / 1024.0, 1)
+
+
 def encode_epsilon(eps: float) -> float | str:
     """JSON-safe epsilon: ``"inf"`` for the non-private baseline."""
     return "inf" if eps is None or math.isinf(float(eps)) else float(eps)

@@ -53,6 +53,7 @@ def test_writes_planned_records_and_never_redoes_them(tmp_path, capsys):
         rec = records.read_record(r.record_path)
         records.validate_record(rec)
         assert rec["run_id"] == r.run_id and rec["method"] == r.spec.method
+        assert rec["timings"]["total_seconds"] > 0 and rec["timings"]["process_peak_rss_mib"] > 50  # JAX alone
         assert rec["dataset"]["source"] == "synthetic_standin"  # smoke's KMNIST stand-in, flagged
         if r.spec.method == "rr":
             assert rec["privacy"]["epsilon"] == r.spec.epsilon and rec["privacy"]["valid"]
