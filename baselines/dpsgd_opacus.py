@@ -27,9 +27,6 @@ NAME = "dpsgd_opacus"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image",)
 
-STREAM_BATCHES = 1  # the stream labeldp.methods.private_training uses for Poisson batches
-
-
 def opacus_epsilons(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> dict[str, float]:
     """What Opacus' own accountants report for ``steps`` Poisson-subsampled Gaussian steps.
 
@@ -66,29 +63,22 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     from baselines import common
     from baselines.torch_models import build_torch_model
-    from labeldp import accounting
-    from labeldp.dpsgd import num_steps, poisson_batches
+    from labeldp.dpsgd import poisson_batches
+    from labeldp.methods.private_training import BATCH_STREAM, account_run
     from labeldp.models import MODEL_FOR_DATASET
     from labeldp.training import to_float_images
 
-    eps = common.require_private(spec, NAME)
+    common.require_private(spec, NAME)
     common.check_options(spec, (), NAME)
     if spec.sampling != "poisson":
         raise ValueError(f"{NAME} runs Poisson sampling only (what the accountant assumes), got {spec.sampling!r}")
     hp = spec.hparams
-    lr, epochs, n1, clip = float(hp["learning_rate"]), int(hp["epochs"]), int(hp["batch_size"]), float(hp["clip_norm"])
+    lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
     x_train = torch.from_numpy(to_float_images(data.x_train)).permute(0, 3, 1, 2).contiguous()
     y_train = torch.from_numpy(np.asarray(data.y_train, np.int64))
     n = x_train.shape[0]
-    if n1 > n:
-        raise ValueError(f"batch_size {n1} exceeds the training set size {n}; lower it in the grid")
-    q = n1 / n
-    steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
-    t_acc = time.perf_counter()
-    acc = accounting.account_dpsgd(target_epsilon=eps, target_delta=spec.delta, sampling_rate=q, steps=steps,
-                                   amplification=True, accountant=spec.accountant)
-    accounting_seconds = time.perf_counter() - t_acc
-    sigma = float(acc.noise_multiplier)
+    run_acc = account_run(spec, n=n)  # the same calibration as the JAX engine
+    acc, q, steps, sigma = run_acc.accounting, run_acc.sampling_rate, run_acc.steps, run_acc.noise_multiplier
 
     torch.manual_seed(int(spec.seed))
     model = build_torch_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),
@@ -97,7 +87,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     optimizer = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
                             expected_batch_size=n1, loss_reduction="mean")
     criterion = torch.nn.CrossEntropyLoss(reduction="mean")
-    batches = poisson_batches(n, sampling_rate=q, rng=np.random.default_rng([spec.seed, STREAM_BATCHES]),
+    batches = poisson_batches(n, sampling_rate=q, rng=np.random.default_rng([spec.seed, BATCH_STREAM]),
                               pad_to=n1, num_batches=steps)
     gsm.train()
     losses, empty = [], 0
@@ -138,7 +128,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         privacy=privacy,
         timings={"train_seconds": train_seconds, "seconds_per_step": train_seconds / steps,
                  "seconds_per_epoch": train_seconds * n / (steps * n1),
-                 "accounting_seconds": accounting_seconds},
+                 "accounting_seconds": run_acc.seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "empty_batches": empty,
                  "opacus_epsilon": opacus_epsilons(noise_multiplier=sigma, sampling_rate=q, steps=steps,
                                                    delta=spec.delta),

@@ -24,19 +24,12 @@ sys.path.insert(0, str(REPO))
 from labeldp import records  # noqa: E402
 
 
-def _machine(env) -> str:
-    devs = sorted(set(env.get("jax_devices") or []))
-    backend = env.get("jax_backend")
-    dev = f", {', '.join(devs)}" if backend not in (None, "cpu") else ""
-    return f"{env.get('cpu')} x{env.get('cpu_count')} ({backend}{dev})"
-
-
 def summarize(results_dir: Path) -> list[dict]:
     groups = defaultdict(list)
     for p in sorted(results_dir.rglob("*.json")):
         r = records.read_record(p)
         opts = (r.get("config") or {}).get("run_spec", {}).get("options") or {}
-        key = (_machine(r["environment"]), r["dataset"]["name"], r["method"], r["variant"],
+        key = (records.machine_description(r["environment"]), r["dataset"]["name"], r["method"], r["variant"],
                json.dumps({k: v for k, v in r["hparams"].items() if k not in ("learning_rate", "clip_norm", "smoothing")},
                           sort_keys=True), json.dumps(opts, sort_keys=True))
         groups[key].append(r["timings"])

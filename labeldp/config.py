@@ -49,6 +49,22 @@ def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
     validate_semantics(config)
 
 
+REPO = Path(__file__).resolve().parents[1]
+BASE_CONFIG = REPO / "workflow/config/config.yaml"
+SCHEMA = REPO / "workflow/schemas/config.schema.yaml"
+
+
+def load_workflow_config(*overrides: str | Path) -> dict[str, Any]:
+    """The workflow config as Snakemake sees it: ``workflow/config/config.yaml`` deep-merged
+    with ``overrides`` (``--configfile`` order), ``reference_dir`` resolved against the
+    repository, validated (raises :class:`ConfigError` naming the key)."""
+    cfg = load_config(BASE_CONFIG, *overrides)
+    ref = cfg.get("reference_dir") or "workflow/resources/reference"
+    cfg["reference_dir"] = ref if Path(ref).is_absolute() else str(REPO / ref)
+    validate_config(cfg, SCHEMA)
+    return cfg
+
+
 def load_config(*paths: str | Path) -> dict[str, Any]:
     """Loads and deep-merges YAML config files (later files override earlier ones)."""
     merged: dict[str, Any] = {}

@@ -274,6 +274,25 @@ def all_runs(config: Mapping[str, Any]) -> dict[str, PlannedRun]:
     return out
 
 
+def select_runs(config: Mapping[str, Any], tables, *, methods=(), epsilons=(), seeds=()) -> list[PlannedRun]:
+    """The planned runs of ``tables`` (each once, plan order), optionally restricted to some
+    methods, epsilons (``math.inf`` = non-private) and seeds.
+
+    Raises:
+      ConfigError: a table that the config does not define.
+    """
+    seen: dict[str, PlannedRun] = {}
+    for t in tables:
+        if t not in config["tables"]:
+            raise ConfigError(f"unknown table {t!r}; known: {sorted(config['tables'])}")
+        for r in table_runs(config, t):
+            seen.setdefault(r.record_path, r)
+    return [r for r in seen.values()
+            if (not methods or r.spec.method in methods)
+            and (not epsilons or r.spec.epsilon in epsilons)
+            and (not seeds or r.spec.seed in seeds)]
+
+
 def validate_semantics(config: Mapping[str, Any]) -> None:
     """Checks the schema cannot express; raises :class:`ConfigError` naming the key."""
     if config["grid"] not in config["grids"]:

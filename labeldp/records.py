@@ -154,6 +154,16 @@ def environment() -> dict[str, Any]:
     }
 
 
+def machine_description(env: Mapping[str, Any]) -> str:
+    """One line naming the machine of a record's ``environment``: CPU model, JAX backend, the
+    accelerator devices when the backend is not the CPU, and the CPU count."""
+    backend = env.get("jax_backend")
+    devices = ""
+    if backend not in (None, "cpu"):
+        devices = f": {', '.join(sorted(set(env.get('jax_devices') or [])))}"
+    return f"{env.get('cpu')} ({backend}{devices}, {env.get('cpu_count')} cpus)"
+
+
 def peak_rss_mib() -> float | None:
     """Peak resident memory of this process so far, MiB (``getrusage``; None where unavailable).
 

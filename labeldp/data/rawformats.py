@@ -470,6 +470,10 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+STANDIN_SIZES = (512, 256)
+"""(train, test) examples of the smoke profile's SYNTHETIC stand-in files."""
+
+
 def make_standin_raw_files(
     name: str,
     directory: str | os.PathLike,

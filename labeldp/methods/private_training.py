@@ -12,12 +12,62 @@ as is common practice; the record marks that approximation as not a valid guaran
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
 import numpy as np
 
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+
+
+BATCH_STREAM = 1
+"""Stream id of the batch-sampling generator, ``numpy.random.default_rng([seed, BATCH_STREAM])``
+(shared with ``baselines.dpsgd_opacus`` so both draw the same Poisson batches)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunAccounting:
+    """What the accountant was asked and answered for one DP-SGD run, before it trains.
+
+    Attributes:
+      n: training units; expected_batch_size: n1; sampling_rate: ``q = n1 / n``;
+      steps: ``floor(epochs * n / n1)``; accounting: the :func:`labeldp.accounting.account_dpsgd`
+      record (noise multiplier calibrated to the target, achieved eps and delta); seconds: its cost.
+    """
+
+    n: int
+    expected_batch_size: int
+    sampling_rate: float
+    steps: int
+    accounting: Any
+    seconds: float
+
+    @property
+    def noise_multiplier(self) -> float:
+        return float(self.accounting.noise_multiplier)
+
+
+def account_run(spec: RunSpec, *, n: int, amplification: bool = True) -> RunAccounting:
+    """Calibrates sigma for exactly the run ``spec`` describes on ``n`` training units.
+
+    Raises:
+      ValueError: the batch is larger than the data, or the run has less than one step.
+    """
+    from labeldp import accounting
+    from labeldp.dpsgd import num_steps
+
+    n1, epochs = int(spec.hparams["batch_size"]), int(spec.hparams["epochs"])
+    if n1 > n:
+        raise ValueError(f"batch_size {n1} exceeds the training set size {n}; lower it in the grid")
+    steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
+    if steps < 1:
+        raise ValueError(f"{epochs} epochs of batch {n1} over {n} examples is less than one step")
+    t0 = time.perf_counter()
+    acc = accounting.account_dpsgd(target_epsilon=spec.epsilon, target_delta=spec.delta, sampling_rate=n1 / n,
+                                   steps=steps, amplification=amplification, accountant=spec.accountant)
+    return RunAccounting(n=n, expected_batch_size=n1, sampling_rate=n1 / n, steps=steps, accounting=acc,
+                         seconds=time.perf_counter() - t0)
 
 
 def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
@@ -38,24 +88,17 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     import optax
     from tqdm.auto import tqdm
 
-    from labeldp import accounting
-    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, num_steps, poisson_batches, sample_alt_batch, shuffled_batches
+    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch, shuffled_batches
     from labeldp.methods.common import build_model_for
     from labeldp.training import accuracy_pct, to_float_images
 
     if not spec.private:
         raise ValueError(f"{spec.method} is a private method: epsilon must be finite, got {spec.epsilon}")
     hp = spec.hparams
-    lr, epochs, n1, clip = float(hp["learning_rate"]), int(hp["epochs"]), int(hp["batch_size"]), float(hp["clip_norm"])
+    lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
     x_train = to_float_images(data.x_train)
     y_train = np.asarray(data.y_train, np.int32)
     n = x_train.shape[0]
-    if n1 > n:
-        raise ValueError(f"batch_size {n1} exceeds the training set size {n}; lower it in the grid")
-    q = n1 / n
-    steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
-    if steps < 1:
-        raise ValueError(f"{epochs} epochs of batch {n1} over {n} examples is less than one step")
 
     amplification_requested = bool(spec.options.get("amplification", True))
     breaks = bool(denoiser.breaks_amplification)
@@ -69,11 +112,10 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         valid = False
         reasons.append("shuffled fixed-size batches accounted as Poisson subsampling (an approximation, "
                        "not a proof)")
-    t_acc = time.perf_counter()
-    acc = accounting.account_dpsgd(target_epsilon=spec.epsilon, target_delta=spec.delta, sampling_rate=q,
-                                   steps=steps, amplification=amplification, accountant=spec.accountant)
-    accounting_seconds = time.perf_counter() - t_acc
-    sigma = float(acc.noise_multiplier)
+    run_acc = account_run(spec, n=n, amplification=amplification)
+    acc, q, steps = run_acc.accounting, run_acc.sampling_rate, run_acc.steps
+    accounting_seconds = run_acc.seconds
+    sigma = run_acc.noise_multiplier
 
     model = build_model_for(data)
     cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1, sampling=spec.sampling)
@@ -81,7 +123,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     key = jax.random.key(spec.seed)
     key, init_key = jax.random.split(key)
     state = step.init(model.init(init_key))
-    batch_rng = np.random.default_rng([spec.seed, 1])
+    batch_rng = np.random.default_rng([spec.seed, BATCH_STREAM])
     alt_rng = np.random.default_rng([spec.seed, 2])
     n2 = int(spec.options.get("alt_batch_size") or n1)
     if spec.sampling == "poisson":

@@ -240,10 +240,7 @@ def header_lines(res: TableResult) -> list[str]:
     tcfg = cfg["tables"][res.table]
     recs = res.records_used
     git = records.git_revision()
-    hw = sorted({f"{r['environment'].get('cpu')} ({r['environment'].get('jax_backend')}"
-                 + (f": {', '.join(sorted(set(r['environment'].get('jax_devices') or [])))}"
-                    if r['environment'].get('jax_backend') not in (None, 'cpu') else "")
-                 + f", {r['environment'].get('cpu_count')} cpus)" for r in recs}) or ["no runs"]
+    hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
     rec_revs = sorted({str((r["environment"].get("git") or {}).get("commit")) for r in recs})
     options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
                       for r in recs if (r.get("config") or {}).get("run_spec", {}).get("options")})

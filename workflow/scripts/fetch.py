@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from labeldp.data.fetch import DataError, fetch_dataset, file_digests
+from labeldp.data.rawformats import STANDIN_SIZES
 from labeldp.records import now_utc, write_json_atomic
 
 
@@ -22,8 +23,8 @@ def main() -> int:
     p.add_argument("--census-path", default="")
     p.add_argument("--pinned-sha256", default="")
     p.add_argument("--standin", action="store_true", help="write tiny SYNTHETIC raw-format files")
-    p.add_argument("--standin-train", type=int, default=512)
-    p.add_argument("--standin-test", type=int, default=256)
+    p.add_argument("--standin-train", type=int, default=STANDIN_SIZES[0])
+    p.add_argument("--standin-test", type=int, default=STANDIN_SIZES[1])
     p.add_argument("--manifest", required=True)
     a = p.parse_args()
     if a.standin:

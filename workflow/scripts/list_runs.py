@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from labeldp import plan  # noqa: E402
-from labeldp.config import load_config, validate_config  # noqa: E402
+from labeldp.config import load_workflow_config  # noqa: E402
 
 
 def main() -> int:
@@ -26,15 +26,10 @@ def main() -> int:
     p.add_argument("--eps", default="", help="comma-separated epsilons (default: all; 'inf' = non-private)")
     p.add_argument("--configfile", action="append", default=[], help="config overrides, in order")
     a = p.parse_args()
-    cfg = load_config(REPO / "workflow/config/config.yaml", *a.configfile)
-    validate_config(cfg, REPO / "workflow/schemas/config.schema.yaml")
+    cfg = load_workflow_config(*a.configfile)
     methods = set(filter(None, a.methods.split(",")))
     eps = {math.inf if e == "inf" else float(e) for e in filter(None, a.eps.split(","))}
-    for r in plan.table_runs(cfg, a.table):
-        if methods and r.spec.method not in methods:
-            continue
-        if eps and r.spec.epsilon not in eps:
-            continue
+    for r in plan.select_runs(cfg, [a.table], methods=methods, epsilons=eps):
         print(r.record_path)
     return 0
 

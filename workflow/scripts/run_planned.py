@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 import traceback
@@ -35,23 +34,24 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from labeldp import plan  # noqa: E402
-from labeldp.config import load_config, validate_config  # noqa: E402
+from labeldp.config import load_workflow_config  # noqa: E402
+from labeldp.plan import ConfigError  # noqa: E402
 
 
 def _prepare(cfg, dataset: str, mirror: str | None) -> str:
+    """The prepared .npz of ``dataset``, fetched and prepared as the fetch / prepare rules do."""
     from labeldp.data.fetch import fetch_dataset
     from labeldp.data.prepare import prepare_image_dataset
+    from labeldp.data.rawformats import STANDIN_SIZES, make_standin_raw_files
 
     out = plan.prepared_path(cfg, dataset)
     if Path(out).exists():
         return out
     dcfg = plan.dataset_cfg(cfg, dataset)
     if dcfg.get("standin"):
-        from labeldp.data.rawformats import make_standin_raw_files
-
         raw = Path(cfg["data_dir"]) / "standin" / dataset
         raw.mkdir(parents=True, exist_ok=True)
-        make_standin_raw_files(dataset, raw, n_train=512, n_test=256, seed=0)
+        make_standin_raw_files(dataset, raw, n_train=STANDIN_SIZES[0], n_test=STANDIN_SIZES[1], seed=0)
     else:
         raw = Path(cfg["data_dir"]) / "raw"
         fetch_dataset(dataset, data_dir=raw, mirror=mirror)
@@ -61,23 +61,11 @@ def _prepare(cfg, dataset: str, mirror: str | None) -> str:
 
 
 def select_runs(cfg, tables, *, methods=(), epsilons=(), seeds=(), shard=(0, 1)):
-    """The planned runs of ``tables`` (deduplicated, plan order) filtered and sharded.
-
-    Shards take every ``n``-th run of the list ordered by (method, eps, seed), so each shard
-    gets a similar mix of cheap and expensive methods.
-    """
-    seen: dict[str, plan.PlannedRun] = {}
-    for t in tables:
-        if t not in cfg["tables"]:
-            raise SystemExit(f"error: unknown table {t!r}; known: {sorted(cfg['tables'])}")
-        for r in plan.table_runs(cfg, t):
-            seen.setdefault(r.record_path, r)
-    runs = [r for r in seen.values()
-            if (not methods or r.spec.method in methods)
-            and (not epsilons or r.spec.epsilon in epsilons)
-            and (not seeds or r.spec.seed in seeds)]
+    """:func:`labeldp.plan.select_runs`, then every ``n``-th run starting at ``i`` for
+    ``shard = (i, n)``: the list is in plan order (method, eps, seed), so each shard gets a
+    similar mix of cheap and expensive methods."""
     i, n = shard
-    return runs[i::n]
+    return plan.select_runs(cfg, tables, methods=methods, epsilons=epsilons, seeds=seeds)[i::n]
 
 
 def main(argv=None) -> int:
@@ -95,17 +83,20 @@ def main(argv=None) -> int:
     p.add_argument("--dry-run", action="store_true", help="list the runs still to do, run nothing")
     a = p.parse_args(argv)
 
-    cfg = load_config(REPO / "workflow/config/config.yaml", *a.configfile)
-    if not os.path.isabs(cfg.get("reference_dir") or ""):
-        cfg["reference_dir"] = str(REPO / (cfg.get("reference_dir") or "workflow/resources/reference"))
-    validate_config(cfg, REPO / "workflow/schemas/config.schema.yaml")
+    try:
+        cfg = load_workflow_config(*a.configfile)
+    except ConfigError as err:
+        raise SystemExit(f"error: invalid configuration:\n{err}") from None
     methods = set(filter(None, a.methods.split(",")))
     eps = {math.inf if e == "inf" else float(e) for e in filter(None, a.eps.split(","))}
     seeds = {int(s) for s in filter(None, a.seeds.split(","))}
     i, n = (int(x) for x in a.shard.split("/"))
     if not 0 <= i < n:
         raise SystemExit(f"error: --shard {a.shard}: need 0 <= i < n")
-    runs = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds, shard=(i, n))
+    try:
+        runs = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds, shard=(i, n))
+    except ConfigError as err:
+        raise SystemExit(f"error: {err}") from None
     todo = [r for r in runs if not Path(r.record_path).exists()]
     print(f"shard {i}/{n}: {len(runs)} planned, {len(todo)} to run", flush=True)
     if a.dry_run:
