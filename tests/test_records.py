@@ -55,3 +55,20 @@ def test_epsilon_encoding():
     assert records.encode_epsilon(float("inf")) == "inf"
     assert records.decode_epsilon("inf") == float("inf")
     assert records.decode_epsilon(0.5) == 0.5
+
+
+def test_git_revision_falls_back_to_the_stated_revision(tmp_path, monkeypatch):
+    # a copy of the work tree without .git (e.g. a lent GPU machine): the caller states it
+    monkeypatch.setenv("LABELDP_GIT_REVISION", "abc123+dirty")
+    assert records.git_revision(tmp_path) == {"commit": "abc123", "dirty": True, "source": "LABELDP_GIT_REVISION"}
+    monkeypatch.setenv("LABELDP_GIT_REVISION", "abc123")
+    assert records.git_revision(tmp_path)["dirty"] is False
+    monkeypatch.delenv("LABELDP_GIT_REVISION")
+    assert records.git_revision(tmp_path) == {"commit": None, "dirty": None}
+
+
+def test_machine_description_names_the_accelerator_only_off_cpu():
+    gpu = {"cpu": "Xeon", "jax_backend": "gpu", "jax_devices": ["gpu:H100", "gpu:H100"], "cpu_count": 16}
+    assert records.machine_description(gpu) == "Xeon (gpu: gpu:H100, 16 cpus)"
+    cpu = {"cpu": "EPYC", "jax_backend": "cpu", "jax_devices": ["cpu:"], "cpu_count": 2}
+    assert records.machine_description(cpu) == "EPYC (cpu, 2 cpus)"

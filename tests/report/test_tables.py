@@ -137,3 +137,24 @@ def test_not_run_reason_shown_for_missing_data(cfg):
     md = tables.render_markdown(res)
     assert "not run" in md and "criteo_attribution" in md
     assert all(c.status == tables.NOT_RUN for c in res.cells.values())
+
+
+def test_validation_column_is_never_bold(cfg):
+    for m, v in {"dpsgd": 88, "dpsgd_opacus": 95}.items():
+        _fill(cfg, "table5_mnist", m, 0.1, {lr: [v, v, v] for lr in (0.1, 0.2)})
+    res = tables.build_table(cfg, "table5_mnist")
+    assert res.cells[("dpsgd_opacus", 0.1)].mean == 95 and res.best[0.1] == {"dpsgd"}
+
+
+def test_header_states_machine_revisions_and_method_options(cfg):
+    _fill(cfg, "table5_mnist", "dpsgd", 0.1, {lr: [80.0, 81.0, 82.0] for lr in (0.1, 0.2)})
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        rec = records.read_record(run.record_path)
+        rec["environment"].update(git={"commit": "feedbeef"}, jax_backend="gpu", jax_devices=["gpu:H100"])
+        rec["config"] = {"run_spec": {"options": {"alt_batch_size": 256}}}
+        records.write_record(run.record_path, rec)
+    head = "\n".join(tables.header_lines(tables.build_table(cfg, "table5_mnist")))
+    assert "hardware: testcpu (gpu: gpu:H100, 2 cpus)" in head
+    assert "code revisions of the records: feedbeef" in head
+    assert 'method options of the runs: dpsgd/default: {"alt_batch_size": 256}' in head
