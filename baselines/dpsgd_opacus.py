@@ -7,6 +7,10 @@ for, on the PyTorch twin of the same 000 Table 10 model (:mod:`baselines.torch_m
   suite's accountant (:func:`labeldp.accounting.account_dpsgd`, PLD by default) for
   ``q = n1 / n`` and ``steps = floor(epochs * n / n1)``, and the batches are the SAME Poisson
   draws (:func:`labeldp.dpsgd.poisson_batches` with the same generator stream as ``dpsgd``);
+* the SAME initial parameters when ``init: flax`` (the option; see below): the JAX engine's
+  Flax initialisation for the seed (:func:`labeldp.methods.private_training.initial_params`)
+  copied into the twin (:func:`baselines.torch_models.load_flax_params`); with ``init: torch``
+  (the default, what the first validation records ran) PyTorch's default initialisation;
 * Opacus does the rest: per-example gradients (``GradSampleModule``, hooks), clipping to C,
   Gaussian noise ``N(0, sigma^2 C^2)`` on the sum and division by the expected batch size
   (``DPOptimizer``, ``loss_reduction="mean"``), plain SGD.
@@ -26,6 +30,8 @@ from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
 NAME = "dpsgd_opacus"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image",)
+OPTIONS = ("init",)
+INITS = ("torch", "flax")
 
 def opacus_epsilons(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> dict[str, float]:
     """What Opacus' own accountants report for ``steps`` Poisson-subsampled Gaussian steps.
@@ -43,13 +49,45 @@ def opacus_epsilons(*, noise_multiplier: float, sampling_rate: float, steps: int
     return out
 
 
+def build_twin(data, *, init: str, seed: int):
+    """The PyTorch twin of the dataset's Table 10 model, initialised as ``init`` says.
+
+    Args:
+      data: a prepared image dataset (its name picks the model).
+      init: ``torch`` (PyTorch's default initialisation after ``torch.manual_seed(seed)``) or
+        ``flax`` (the JAX engine's initial parameters for ``seed``, copied in).
+      seed: the run's seed.
+
+    Returns:
+      The ``torch.nn.Module``.
+    """
+    import torch
+
+    from baselines.torch_models import build_torch_model, load_flax_params
+    from labeldp.methods.common import build_model_for
+    from labeldp.methods.private_training import initial_params
+    from labeldp.models import MODEL_FOR_DATASET
+
+    if init not in INITS:
+        raise ValueError(f"{NAME}: option init must be one of {INITS}, got {init!r}; "
+                         "set it in the config's variants.dpsgd_opacus")
+    torch.manual_seed(int(seed))
+    model = build_torch_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),
+                              num_classes=int(data.num_classes))
+    if init == "flax":
+        load_flax_params(model, initial_params(build_model_for(data), seed=int(seed))[1])
+    return model
+
+
 def run(data, spec: RunSpec) -> MethodResult:
     """Trains the Table 10 model with Opacus DP-SGD at this suite's sigma, q and steps.
 
     Args:
       data: a prepared image dataset.
       spec: the run (finite epsilon; hparams ``learning_rate``, ``epochs``, ``batch_size``,
-        ``clip_norm``); no options.
+        ``clip_norm``); option ``init``: ``torch`` (default: PyTorch's default initialisation,
+        seeded by ``torch.manual_seed(seed)``) or ``flax`` (the JAX engine's initial parameters
+        for the same seed).
 
     Returns:
       A :class:`MethodResult`; ``details`` has Opacus' PRV / RDP epsilons for the same run.
@@ -62,14 +100,13 @@ def run(data, spec: RunSpec) -> MethodResult:
     from opacus.optimizers import DPOptimizer
 
     from baselines import common
-    from baselines.torch_models import build_torch_model
     from labeldp.dpsgd import poisson_batches
     from labeldp.methods.private_training import BATCH_STREAM, account_run
-    from labeldp.models import MODEL_FOR_DATASET
     from labeldp.training import to_float_images
 
     common.require_private(spec, NAME)
-    common.check_options(spec, (), NAME)
+    common.check_options(spec, OPTIONS, NAME)
+    init = spec.options.get("init", "torch")
     if spec.sampling != "poisson":
         raise ValueError(f"{NAME} runs Poisson sampling only (what the accountant assumes), got {spec.sampling!r}")
     hp = spec.hparams
@@ -80,9 +117,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     run_acc = account_run(spec, n=n)  # the same calibration as the JAX engine
     acc, q, steps, sigma = run_acc.accounting, run_acc.sampling_rate, run_acc.steps, run_acc.noise_multiplier
 
-    torch.manual_seed(int(spec.seed))
-    model = build_torch_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),
-                              num_classes=int(data.num_classes))
+    model = build_twin(data, init=init, seed=int(spec.seed))
     gsm = GradSampleModule(model, loss_reduction="mean")
     optimizer = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
                             expected_batch_size=n1, loss_reduction="mean")
@@ -129,7 +164,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         timings={"train_seconds": train_seconds, "seconds_per_step": train_seconds / steps,
                  "seconds_per_epoch": train_seconds * n / (steps * n1),
                  "accounting_seconds": run_acc.seconds},
-        details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "empty_batches": empty,
+        details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "empty_batches": empty, "init": init,
                  "opacus_epsilon": opacus_epsilons(noise_multiplier=sigma, sampling_rate=q, steps=steps,
                                                    delta=spec.delta),
                  "torch_threads": torch.get_num_threads()},

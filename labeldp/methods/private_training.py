@@ -70,6 +70,27 @@ def account_run(spec: RunSpec, *, n: int, amplification: bool = True) -> RunAcco
                          seconds=time.perf_counter() - t0)
 
 
+def initial_params(model, *, seed: int):
+    """The initial parameters of a DP-SGD run, and the key stream that continues after them.
+
+    The one definition of "the initialisation for this seed", shared by the JAX engine and the
+    Opacus twin (``baselines.dpsgd_opacus`` with ``init: flax``), so both can start from the same
+    point.
+
+    Args:
+      model: a :class:`labeldp.models.ModelSpec`.
+      seed: the run's seed.
+
+    Returns:
+      ``(key, params)``: the JAX key for the training noise and the Flax parameters.
+    """
+    import jax
+
+    key = jax.random.key(seed)
+    key, init_key = jax.random.split(key)
+    return key, model.init(init_key)
+
+
 def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     """Trains with DP-SGD and ``denoiser`` and evaluates test accuracy.
 
@@ -120,9 +141,8 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     model = build_model_for(data)
     cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1, sampling=spec.sampling)
     step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model, denoiser=denoiser)
-    key = jax.random.key(spec.seed)
-    key, init_key = jax.random.split(key)
-    state = step.init(model.init(init_key))
+    key, params = initial_params(model, seed=spec.seed)
+    state = step.init(params)
     batch_rng = np.random.default_rng([spec.seed, BATCH_STREAM])
     alt_rng = np.random.default_rng([spec.seed, 2])
     n2 = int(spec.options.get("alt_batch_size") or n1)

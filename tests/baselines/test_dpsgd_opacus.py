@@ -60,3 +60,32 @@ def test_rejects_what_it_does_not_implement(data):
         dpsgd_opacus.run(data, _spec(options={"examples_per_user": 2}))
     with pytest.raises(ValueError, match="Poisson"):
         dpsgd_opacus.run(data, _spec(sampling="shuffle"))
+
+
+def test_init_flax_starts_from_the_jax_engines_parameters(data):
+    import jax.numpy as jnp
+    import torch
+
+    from labeldp.methods.common import build_model_for
+    from labeldp.methods.private_training import initial_params
+    from labeldp.training import to_float_images
+
+    x = to_float_images(data.x_test[:16])
+    model = build_model_for(data)
+    want = np.asarray(model.logits(initial_params(model, seed=3)[1], jnp.asarray(x)))
+    xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()
+    with torch.no_grad():
+        same = dpsgd_opacus.build_twin(data, init="flax", seed=3)(xt).numpy()
+        other_seed = dpsgd_opacus.build_twin(data, init="flax", seed=4)(xt).numpy()
+        torch_init = dpsgd_opacus.build_twin(data, init="torch", seed=3)(xt).numpy()
+    np.testing.assert_allclose(same, want, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(other_seed, want, atol=1e-3)
+    assert not np.allclose(torch_init, want, atol=1e-3)
+
+
+def test_init_option_is_recorded_and_checked(data):
+    res = dpsgd_opacus.run(data, _spec(options={"init": "flax"}))
+    assert res.details["init"] == "flax"
+    assert dpsgd_opacus.run(data, _spec()).details["init"] == "torch"
+    with pytest.raises(ValueError, match="init must be one of"):
+        dpsgd_opacus.run(data, _spec(options={"init": "xavier"}))
