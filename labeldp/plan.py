@@ -132,9 +132,32 @@ def dataset_cfg(config: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
     return (config.get("datasets") or {}).get(dataset) or {}
 
 
+RAW_SUBDIRS = {"official": "raw", "standin": "standin"}
+
+
+def raw_dir(data_dir: str | Path, dataset: str, source: str) -> str:
+    """Where the raw files of ``dataset`` live: ``<data_dir>/raw/<dataset>`` for the official
+    files (fetch rule), ``<data_dir>/standin/<dataset>`` for the synthetic stand-ins
+    (make_standin rule). The one layout shared by the rules and ``run_planned.py``.
+
+    Args:
+      data_dir: the config's ``data_dir``.
+      dataset: dataset id.
+      source: ``official`` or ``standin``.
+    """
+    if source not in RAW_SUBDIRS:
+        raise ValueError(f"source must be one of {sorted(RAW_SUBDIRS)}, got {source!r}")
+    return str(Path(data_dir) / RAW_SUBDIRS[source] / dataset)
+
+
+def data_source(config: Mapping[str, Any], dataset: str) -> str:
+    """``standin`` when the config asks for synthetic stand-in files for ``dataset``, else ``official``."""
+    return "standin" if dataset_cfg(config, dataset).get("standin") else "official"
+
+
 def prepared_path(config: Mapping[str, Any], dataset: str) -> str:
     d = dataset_cfg(config, dataset)
-    tag = "standin" if d.get("standin") else "official"
+    tag = data_source(config, dataset)
     sub = d.get("subset")
     tag += f"-n{sub}" if sub else "-full"
     return str(Path(config["data_dir"]) / "prepared" / f"{dataset}-{tag}.npz")

@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import pytest
 
@@ -103,3 +104,14 @@ def test_bad_config_names_the_key(mutate, key):
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, SCHEMA)
     assert key in str(err.value)
+
+
+def test_raw_dir_is_the_layout_of_the_fetch_and_standin_rules(tmp_path):
+    assert plan.raw_dir(tmp_path, "mnist", "official") == str(tmp_path / "raw" / "mnist")
+    assert plan.raw_dir("data", "kmnist", "standin") == str(Path("data") / "standin" / "kmnist")
+    with pytest.raises(ValueError, match="source must be one of"):
+        plan.raw_dir("data", "mnist", "mirror")
+    cfg = {"datasets": {"kmnist": {"standin": True}, "mnist": {"standin": False}}}
+    assert plan.data_source(cfg, "kmnist") == "standin"
+    assert plan.data_source(cfg, "mnist") == "official"
+    assert plan.data_source(cfg, "cifar10") == "official"

@@ -18,6 +18,13 @@ def _paper(wc):
     return f"paper {config['tables'][wc.table]['paper_table']}"
 
 
+# `table` and `figure` differ only in their outputs (a table also writes .tex; a figure of 003
+# keeps its md/csv next to its plot) and the report category, which Snakemake needs statically;
+# the command is one.
+_AGGREGATE_CMD = ("PYTHONPATH={workflow.basedir:q} python -m labeldp.report.tables --table {wildcards.table} "
+                  "--config-json {params.cfg:q} ")
+
+
 rule table:
     input:
         _table_inputs,
@@ -38,8 +45,7 @@ rule table:
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.tables --table {wildcards.table} "
-        "--config-json {params.cfg:q} --out-dir {REPORTS}/tables --plot-dir {REPORTS}/figures > {log} 2>&1"
+        _AGGREGATE_CMD + "--out-dir {REPORTS}/tables --plot-dir {REPORTS}/figures > {log} 2>&1"
 
 
 rule figure:
@@ -60,8 +66,7 @@ rule figure:
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.tables --table {wildcards.table} "
-        "--config-json {params.cfg:q} --out-dir {REPORTS}/figures --figure > {log} 2>&1"
+        _AGGREGATE_CMD + "--out-dir {REPORTS}/figures --figure > {log} 2>&1"
 
 
 rule scorecard:

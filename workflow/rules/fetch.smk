@@ -6,31 +6,34 @@ DATASET_IDS = ["mnist", "fashion_mnist", "kmnist", "cifar10", "criteo_attributio
 
 rule fetch:
     output:
-        f"{DATA}/raw/{{dataset}}/MANIFEST.json",
+        _plan.raw_dir(DATA, "{dataset}", "official") + "/MANIFEST.json",
     log:
         f"{LOGS}/fetch/{{dataset}}.log",
     params:
         mirror=lambda wc: _plan.data_mirror(config) or "",
         census=config.get("census_path", ""),
         sha=lambda wc: (config["datasets"].get(wc.dataset) or {}).get("pinned_sha256") or "",
+        raw_root=lambda wc: os.path.dirname(_plan.raw_dir(DATA, wc.dataset, "official")),
     conda:
         "../../envs/labeldp.yaml"
     shell:
         "PYTHONPATH={workflow.basedir:q} python {workflow.basedir}/workflow/scripts/fetch.py "
-        "--dataset {wildcards.dataset} --data-dir {DATA}/raw --mirror={params.mirror:q} "
+        "--dataset {wildcards.dataset} --data-dir {params.raw_root} --mirror={params.mirror:q} "
         "--census-path={params.census:q} --pinned-sha256={params.sha:q} --manifest {output} > {log} 2>&1"
 
 
 rule make_standin:
     output:
-        f"{DATA}/standin/{{dataset}}/MANIFEST.json",
+        _plan.raw_dir(DATA, "{dataset}", "standin") + "/MANIFEST.json",
     log:
         f"{LOGS}/fetch/{{dataset}}-standin.log",
+    params:
+        standin_root=lambda wc: os.path.dirname(_plan.raw_dir(DATA, wc.dataset, "standin")),
     conda:
         "../../envs/labeldp.yaml"
     shell:
         "PYTHONPATH={workflow.basedir:q} python {workflow.basedir}/workflow/scripts/fetch.py "
-        "--dataset {wildcards.dataset} --data-dir {DATA}/standin --standin --manifest {output} > {log} 2>&1"
+        "--dataset {wildcards.dataset} --data-dir {params.standin_root} --standin --manifest {output} > {log} 2>&1"
 
 
 for _ds in DATASET_IDS:
@@ -39,4 +42,4 @@ for _ds in DATASET_IDS:
         name:
             f"fetch_{_ds}"
         input:
-            f"{DATA}/raw/{_ds}/MANIFEST.json",
+            _plan.raw_dir(DATA, _ds, "official") + "/MANIFEST.json",

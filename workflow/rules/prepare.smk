@@ -2,8 +2,7 @@
 
 
 def _prepare_input(wc):
-    src = "standin" if wc.source == "standin" else "raw"
-    return f"{DATA}/{src}/{wc.dataset}/MANIFEST.json"
+    return f"{_plan.raw_dir(DATA, wc.dataset, wc.source)}/MANIFEST.json"
 
 
 rule prepare:
@@ -18,7 +17,7 @@ rule prepare:
         f"{LOGS}/prepare/{{dataset}}-{{source}}-{{size}}.log",
     params:
         subset=lambda wc: "" if wc.size == "full" else f"--subset {wc.size[1:]}",
-        raw_dir=lambda wc: f"{DATA}/{'standin' if wc.source == 'standin' else 'raw'}/{wc.dataset}",
+        raw_dir=lambda wc: _plan.raw_dir(DATA, wc.dataset, wc.source),
     conda:
         "../../envs/labeldp.yaml"
     shell:

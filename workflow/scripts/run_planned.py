@@ -47,16 +47,14 @@ def _prepare(cfg, dataset: str, mirror: str | None) -> str:
     out = plan.prepared_path(cfg, dataset)
     if Path(out).exists():
         return out
-    dcfg = plan.dataset_cfg(cfg, dataset)
-    if dcfg.get("standin"):
-        raw = Path(cfg["data_dir"]) / "standin" / dataset
+    source = plan.data_source(cfg, dataset)
+    raw = Path(plan.raw_dir(cfg["data_dir"], dataset, source))
+    if source == "standin":
         raw.mkdir(parents=True, exist_ok=True)
         make_standin_raw_files(dataset, raw, n_train=STANDIN_SIZES[0], n_test=STANDIN_SIZES[1], seed=0)
     else:
-        raw = Path(cfg["data_dir"]) / "raw"
-        fetch_dataset(dataset, data_dir=raw, mirror=mirror)
-        raw = raw / dataset
-    prepare_image_dataset(dataset, raw_dir=raw, out_path=out, subset=dcfg.get("subset"))
+        fetch_dataset(dataset, data_dir=raw.parent, mirror=mirror)
+    prepare_image_dataset(dataset, raw_dir=raw, out_path=out, subset=plan.dataset_cfg(cfg, dataset).get("subset"))
     return out
 
 
