@@ -25,8 +25,12 @@ multi-stage training, each stage will run 40 epochs separately"), over its own t
 fresh in stage 2 (only the parameters carry over); training seeds of the two stages are
 derived from ``spec.seed`` (:func:`baselines.common.training_seed`).
 
-Not implemented: mixup (001 Appendix B, "Learning with Noisy Labels"), data augmentation,
-001's learning-rate schedule, momentum and weight decay. 000 Table 5's baselines are run with
+Mixup (001 Appendix B, "Learning with Noisy Labels"; :func:`labeldp.training.mixup_batch`) is
+a pair of optional hyper-parameters, one per stage, ``mixup_alpha1`` and ``mixup_alpha2``
+(default 0 = off; 001 finds alpha in 4-8 good, with less in stage 2, Fig. 4b). They are
+searched only where the table's grid lists them.
+
+Not implemented: data augmentation, 001's learning-rate schedule, momentum and weight decay. 000 Table 5's baselines are run with
 000 Table 8's plain SGD grid, which is what this module uses (as the other baselines), so
 accuracies can fall short of 001's own LP-2ST numbers.
 
@@ -49,6 +53,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "lp_2st"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
+OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0}
 DATASET_KINDS = ("image",)
 
 MECHANISM = ("lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; "
@@ -241,7 +246,9 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     Args:
       data: a prepared image dataset.
-      spec: the run (finite ``epsilon``); options ``stage1_fraction`` (default 0.4) and
+      spec: the run (finite ``epsilon``); hparams ``learning_rate``, ``epochs``,
+        ``batch_size`` and optionally ``mixup_alpha1`` / ``mixup_alpha2`` (mixup in stage 1 /
+        stage 2, default 0 = off); options ``stage1_fraction`` (default 0.4) and
         ``temperature`` (default 1.0).
 
     Returns:
@@ -262,6 +269,10 @@ def run(data, spec: RunSpec) -> MethodResult:
     temperature = float(spec.options.get("temperature", 1.0))
     model = build_model_for(data)
     config = train_config(spec)
+    mixup = {stage: float(spec.hparams.get(f"mixup_alpha{stage}", OPTIONAL_HYPERPARAMETERS[f"mixup_alpha{stage}"]))
+             for stage in (1, 2)}
+    config1 = dataclasses.replace(config, mixup_alpha=mixup[1])
+    config2 = dataclasses.replace(config, mixup_alpha=mixup[2])
     x_train = to_float_images(data.x_train)
     x_test = to_float_images(data.x_test)
     rng = common.label_rng(spec.seed, common.STREAM_LP_2ST)
@@ -269,7 +280,7 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     def fit_stage1(idx1, noisy1):
         res = train_weighted(model, x_train=x_train[idx1], target_weights=one_hot(noisy1, k),
-                             config=config, seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, 1),
+                             config=config1, seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, 1),
                              desc=f"{NAME} stage 1")
         stage1["result"] = res
         return predict_logits(model, res.params, x_train)
@@ -279,7 +290,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     res1 = stage1["result"]
     stage1_acc = accuracy_pct(model, res1.params, x_test, data.y_test)
     res2 = train_weighted(model, x_train=x_train[plan.train_idx],
-                          target_weights=one_hot(plan.train_labels, k), config=config,
+                          target_weights=one_hot(plan.train_labels, k), config=config2,
                           seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, 2),
                           init_params=res1.params, desc=f"{NAME} stage 2")
     acc = accuracy_pct(model, res2.params, x_test, data.y_test)
@@ -310,7 +321,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "stage1_fraction": stage1_fraction,
         "temperature": temperature,
         "epochs_per_stage": int(config.epochs),
-        "mixup": False,
+        "mixup_alpha": {"stage1": mixup[1], "stage2": mixup[2]},
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
     }
     return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),

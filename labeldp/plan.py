@@ -42,6 +42,8 @@ _ABBREV = {
     "proj_step_size": "pss",
     "smoothing": "lam",
     "momentum": "mom",
+    "mixup_alpha1": "mix1a",
+    "mixup_alpha2": "mix2a",
 }
 
 
@@ -189,8 +191,15 @@ def variant_options(config: Mapping[str, Any], method: str, variant: str) -> Map
         raise ConfigError(f"variants.{method}.{variant} is not defined in the config") from None
 
 
-def method_axes(method: str) -> tuple[str, ...]:
-    return tuple(registry.get_method(method).HYPERPARAMETERS)
+def method_axes(method: str, grid: Mapping[str, Any] | None = None, column: Column | None = None) -> tuple[str, ...]:
+    """The grid axes a method is searched over: its ``HYPERPARAMETERS``, then those of its
+    ``OPTIONAL_HYPERPARAMETERS`` that ``grid`` lists or ``column`` fixes (see
+    :mod:`labeldp.methods.base`)."""
+    mod = registry.get_method(method)
+    optional = getattr(mod, "OPTIONAL_HYPERPARAMETERS", {}) or {}
+    fixed = column.fixed_hparams if column is not None else {}
+    extra = tuple(a for a in optional if a in (grid or {}) or a in fixed)
+    return tuple(mod.HYPERPARAMETERS) + extra
 
 
 def grid_points(grid: Mapping[str, list], axes: tuple[str, ...], column: Column) -> list[dict[str, Any]]:
@@ -221,8 +230,8 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     """Every run (grid point x seed) behind one cell."""
     tcfg = config["tables"][table]
     dataset = tcfg["dataset"]
-    axes = method_axes(column.method)
     grid = grid_for(config, tcfg)
+    axes = method_axes(column.method, grid, column)
     options = variant_options(config, column.method, column.variant)
     delta = 0.0 if math.isinf(eps) else float(config["delta"])
     out = []

@@ -28,6 +28,7 @@ __all__ = [
     "TrainResult",
     "to_float_images",
     "one_hot",
+    "mixup_batch",
     "train_weighted",
     "predict_logits",
     "accuracy_pct",
@@ -43,6 +44,8 @@ class TrainConfig:
       epochs: passes over the training set.
       batch_size: examples per step (1024 in the paper).
       momentum: SGD momentum (0 in the paper: plain SGD).
+      mixup_alpha: mixup (Zhang et al. 2018; 001 Appendix B, "Learning with Noisy Labels")
+        with mixing weight ``lam ~ Beta(alpha, alpha)`` per batch; 0 turns it off.
       progress: show a tqdm progress bar.
     """
 
@@ -50,7 +53,12 @@ class TrainConfig:
     epochs: int
     batch_size: int = 1024
     momentum: float = 0.0
+    mixup_alpha: float = 0.0
     progress: bool = True
+
+    def __post_init__(self):
+        if not (self.mixup_alpha >= 0.0 and np.isfinite(self.mixup_alpha)):
+            raise ValueError(f"mixup_alpha must be a finite number >= 0 (0 = off), got {self.mixup_alpha!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,15 +90,48 @@ TargetTransform = Callable[[jax.Array, jax.Array], jax.Array]
 logits of the same forward pass (traced under ``jax.jit``; e.g. ALIBI's posterior)."""
 
 
+def mixup_batch(x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float) -> tuple[jax.Array, jax.Array]:
+    """Mixup (Zhang et al. 2018), as 001 Appendix B uses it for learning with noisy labels.
+
+    Each example ``i`` of the batch is paired with example ``pi(i)`` of a uniformly random
+    permutation ``pi`` of the batch, and both inputs and targets are mixed with one
+    ``lam ~ Beta(alpha, alpha)``: ``x~_i = lam x_i + (1 - lam) x_pi(i)``, ``w~_i = lam w_i +
+    (1 - lam) w_pi(i)``. The weighted cross-entropy is linear in ``w``, so training on ``w~``
+    is the usual mixup loss ``lam l(x~, w) + (1 - lam) l(x~, w_pi)``. Labels enter only as the
+    (already randomised) targets: mixup is post-processing for label DP.
+
+    Args:
+      x: inputs (B, ...).
+      w: target weights (B, K).
+      rng: a JAX key.
+      alpha: the Beta parameter (> 0).
+
+    Returns:
+      ``(x~, w~)``.
+    """
+    k_lam, k_perm = jax.random.split(rng)
+    lam = jax.random.beta(k_lam, alpha, alpha)
+    perm = jax.random.permutation(k_perm, x.shape[0])
+    return lam * x + (1.0 - lam) * x[perm], lam * w + (1.0 - lam) * w[perm]
+
+
 def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformation,
-                           target_transform: TargetTransform | None = None) -> Callable:
+                           target_transform: TargetTransform | None = None, *,
+                           mixup_alpha: float = 0.0) -> Callable:
     """A jitted step ``(params, opt_state, x, w, mask, rng) -> (params, opt_state, loss)``.
 
     With ``target_transform`` the loss is the weighted cross-entropy against
-    ``target_transform(w, logits)`` instead of ``w``.
+    ``target_transform(w, logits)`` instead of ``w``. With ``mixup_alpha > 0`` the batch is
+    mixed first (:func:`mixup_batch`); padding rows are copies of real examples, so mixing
+    with them is harmless, and the mask still selects the real rows.
     """
+    if mixup_alpha > 0 and target_transform is not None:
+        raise ValueError("mixup and a target_transform (ALIBI's per-step posterior) cannot be combined")
 
     def loss_fn(params, x, w, mask, rng):
+        if mixup_alpha > 0:
+            rng, mix_rng = jax.random.split(rng)
+            x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha)
         logits = spec.train_logits(params, x, rng)
         if target_transform is not None:
             w = target_transform(w, logits)
@@ -148,7 +189,7 @@ def train_weighted(
     params = spec.init(init_key) if init_params is None else init_params
     tx = optax.sgd(config.learning_rate, momentum=config.momentum or None)
     opt_state = tx.init(params)
-    step = make_weighted_sgd_step(spec, tx, target_transform)
+    step = make_weighted_sgd_step(spec, tx, target_transform, mixup_alpha=float(config.mixup_alpha))
     bs = int(config.batch_size)
     rng = np.random.default_rng(seed)
     x_dev = jnp.asarray(x_train)

@@ -34,6 +34,23 @@ def test_method_only_spans_its_own_axes():
     assert len({r.record_path for r in runs}) == len(runs)
 
 
+def test_optional_axes_are_searched_only_where_the_grid_lists_them():
+    col = plan.Column(id="lp_2st", label="", method="lp_2st", variant="default", ref_method=None, ref_variant=None)
+    full = plan.cell_runs(repo_config(), "table5_mnist", col, 1.0)
+    # the full grid lists LP-2ST's mixup axes: 4 lr x 3 epochs x 3 stage-1 x 2 stage-2 alphas x 3 seeds
+    assert len(full) == 4 * 3 * 3 * 2 * 3
+    assert {(r.spec.hparams["mixup_alpha1"], r.spec.hparams["mixup_alpha2"]) for r in full} == {
+        (a1, a2) for a1 in (0.0, 4.0, 8.0) for a2 in (0.0, 4.0)}
+    assert all("mix1a" in r.record_path and "mix2a" in r.record_path for r in full)
+    # the quick grid does not: the default (no mixup) is used and the run ids keep their old form
+    quick = plan.cell_runs(repo_config("quick.yaml"), "table5_mnist", col, 1.0)
+    assert all("mixup_alpha1" not in r.spec.hparams for r in quick)
+    assert {r.record_path.split("/")[-2] for r in quick} == {"bs1024-ep10-lr0.2"}
+    # methods without the optional axes never span them
+    dp = plan.Column(id="dpsgd", label="", method="dpsgd", variant="default", ref_method=None, ref_variant=None)
+    assert all("mixup_alpha1" not in r.spec.hparams for r in plan.cell_runs(repo_config(), "table5_mnist", dp, 1.0))
+
+
 def test_unimplemented_methods_are_not_planned_and_say_why(monkeypatch):
     cfg = repo_config()
     # Table 5a plans exactly its implemented columns (+ the non-private reference) ...

@@ -10,6 +10,10 @@ A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or `
     the grid axes it consumes (a subset of the table grid's keys, e.g.
     ``("learning_rate", "epochs", "batch_size")``); the planner takes the product of only
     these axes, so a method never runs twice for an axis it ignores.
+``OPTIONAL_HYPERPARAMETERS: dict[str, Any]`` (optional)
+    further grid axes with their default: searched only when the table's grid lists them
+    (else the default is used and the axis is left out of the run id, so records made before
+    the axis existed keep their names), e.g. LP-2ST's ``{"mixup_alpha1": 0.0, ...}``.
 ``DATASET_KINDS: tuple[str, ...]``
     the dataset kinds it runs on (``"image"``, ...).
 ``run(data, spec) -> MethodResult``

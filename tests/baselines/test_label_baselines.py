@@ -340,6 +340,24 @@ def test_end_to_end_and_deterministic(module, options, data):
         assert first.details["epoch_prior_refreshes"] == (1 if options else 0)
 
 
+def test_lp_2st_mixup_hyperparameters_reach_each_stage(data):
+    import dataclasses as dc
+
+    base = _spec("lp_2st", epsilon=1.0, seed=3)
+    plain = lp_2st.run(data, base)
+    assert plain.details["mixup_alpha"] == {"stage1": 0.0, "stage2": 0.0}
+    mixed = lp_2st.run(data, dc.replace(base, hparams={**base.hparams, "mixup_alpha1": 4.0, "mixup_alpha2": 2.0}))
+    assert mixed.details["mixup_alpha"] == {"stage1": 4.0, "stage2": 2.0}
+    # mixup is post-processing of the randomised labels: the stage-1 queries and the privacy are
+    # unchanged (stage 2's queries use the stage-1 model as prior, which mixup does change)
+    for key in ("stage1_noisy_label_accuracy", "num_stage1", "num_stage2"):
+        assert mixed.details[key] == plain.details[key]
+    assert mixed.privacy == plain.privacy
+    # ... but stage 1 trained differently
+    assert mixed.details["stage1_test_accuracy_pct"] != plain.details["stage1_test_accuracy_pct"] or \
+        mixed.metrics["final_train_loss"] != plain.metrics["final_train_loss"]
+
+
 def test_rr_run_matches_its_noise_step(data):
     """run() trains on exactly noisy_targets() drawn from default_rng([seed, stream])."""
     spec = _spec("rr", epsilon=0.5, seed=4)

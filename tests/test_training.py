@@ -1,0 +1,77 @@
+"""labeldp.training: mixup (001 Appendix B) and its plumbing into the weighted SGD step."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from labeldp.models import build_model
+from labeldp.training import TrainConfig, make_weighted_sgd_step, mixup_batch, one_hot, train_weighted
+
+
+def test_mixup_is_one_convex_combination_of_a_permuted_batch():
+    rng = np.random.default_rng(0)
+    b, k = 64, 10
+    x = jnp.asarray(rng.random((b, 4, 4, 1), np.float32))
+    y = rng.integers(0, k, b)
+    w = jnp.asarray(one_hot(y, k))
+    x_mix, w_mix = mixup_batch(x, w, jax.random.key(3), alpha=4.0)
+    w_mix = np.asarray(w_mix)
+    # targets stay distributions, each the mix of at most two one-hot rows
+    np.testing.assert_allclose(w_mix.sum(axis=1), 1.0, rtol=1e-6)
+    assert ((w_mix > 1e-7).sum(axis=1) <= 2).all()
+    # the same lam and the same partner for inputs and targets: solve for the partner of each row
+    two = (w_mix > 1e-7).sum(axis=1) == 2  # rows mixed with a partner of another class: w~[i, y_i] = lam
+    assert two.sum() > b // 2
+    lams = w_mix[np.arange(b), y][two]
+    np.testing.assert_allclose(lams, lams[0], atol=1e-6)  # one lam for the whole batch
+    lam = float(lams[0])
+    x_np = np.asarray(x).reshape(b, -1)
+    xm = np.asarray(x_mix).reshape(b, -1)
+    for i in range(b):
+        partner = (xm[i] - lam * x_np[i]) / (1.0 - lam)
+        j = int(np.argmin(np.abs(x_np - partner).sum(axis=1)))
+        np.testing.assert_allclose(partner, x_np[j], atol=1e-4)
+        np.testing.assert_allclose(w_mix[i], lam * np.asarray(w)[i] + (1 - lam) * np.asarray(w)[j], atol=1e-5)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 4.0])
+def test_mixup_weight_has_the_beta_distribution(alpha):
+    # lam ~ Beta(alpha, alpha): mean 1/2, variance 1 / (4 (2 alpha + 1))
+    b, k = 2, 2
+    x = jnp.zeros((b, 1))
+    w = jnp.asarray([[1.0, 0.0], [0.0, 1.0]])
+    keys = jax.random.split(jax.random.key(0), 4000)
+    w_mix = jax.vmap(lambda kk: mixup_batch(x, w, kk, alpha=alpha)[1])(keys)
+    lam = np.asarray(w_mix[:, 0, 0])  # row 0 keeps weight lam on class 0 whatever the permutation
+    # (if pi(0) = 0 the row is unchanged: w~[0,0] = 1; drop those)
+    lam = lam[np.asarray(w_mix[:, 0, 1]) > 0]
+    assert abs(lam.mean() - 0.5) < 0.03
+    assert lam.var() == pytest.approx(1.0 / (4 * (2 * alpha + 1)), rel=0.12)
+
+
+def test_mixup_config_checks():
+    with pytest.raises(ValueError, match="mixup_alpha"):
+        TrainConfig(learning_rate=0.1, epochs=1, mixup_alpha=-1.0)
+    model = build_model("mnist_cnn", input_shape=(28, 28, 1))
+    import optax
+
+    with pytest.raises(ValueError, match="cannot be combined"):
+        make_weighted_sgd_step(model, optax.sgd(0.1), lambda w, logits: w, mixup_alpha=4.0)
+
+
+def test_mixup_changes_training_and_is_seeded():
+    rng = np.random.default_rng(1)
+    x = rng.random((96, 28, 28, 1), np.float32)
+    w = one_hot(rng.integers(0, 10, 96), 10)
+    model = build_model("mnist_cnn", input_shape=(28, 28, 1))
+
+    def fit(alpha, seed=0):
+        cfg = TrainConfig(learning_rate=0.5, epochs=2, batch_size=32, mixup_alpha=alpha, progress=False)
+        return train_weighted(model, x_train=x, target_weights=w, config=cfg, seed=seed).final_loss
+
+    off, on, on_again = fit(0.0), fit(4.0), fit(4.0)
+    assert on == on_again  # reproducible
+    assert on != off  # mixup actually changed the batches
