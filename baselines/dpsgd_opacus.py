@@ -10,10 +10,14 @@ for, on the PyTorch twin of the same 000 Table 10 model (:mod:`baselines.torch_m
 * the SAME initial parameters when ``init: flax`` (the option; see below): the JAX engine's
   Flax initialisation for the seed (:func:`labeldp.methods.private_training.initial_params`)
   copied into the twin (:func:`baselines.torch_models.load_flax_params`); with ``init: torch``
-  (the default, what the first validation records ran) PyTorch's default initialisation;
+  (the default) PyTorch's default initialisation;
 * Opacus does the rest: per-example gradients (``GradSampleModule``, hooks), clipping to C,
   Gaussian noise ``N(0, sigma^2 C^2)`` on the sum and division by the expected batch size
-  (``DPOptimizer``, ``loss_reduction="mean"``), plain SGD.
+  (``DPOptimizer``, ``loss_reduction="mean"``), plain SGD. On the first batch the run checks
+  that Opacus' per-sample gradients sum to the batch gradient
+  (:func:`check_per_sample_gradients`) and stops otherwise: records made before 2026-11-22
+  20:20 UTC fed Opacus channels-last-strided inputs, got all-zero per-sample gradients for the
+  second convolution and were deleted.
 
 The record's epsilon is this suite's accounting of what ran (identical to ``dpsgd``'s);
 ``details`` adds what Opacus' own PRV and RDP accountants say for the same (sigma, q, steps),
@@ -47,6 +51,43 @@ def opacus_epsilons(*, noise_multiplier: float, sampling_rate: float, steps: int
         acct.history = [(float(noise_multiplier), float(sampling_rate), int(steps))]
         out[name] = float(acct.get_epsilon(delta=float(delta)))
     return out
+
+
+def check_per_sample_gradients(module, batch_size: int, *, rtol: float = 1e-3) -> float:
+    """Checks that Opacus' per-sample gradients sum to the batch gradient.
+
+    After ``loss.backward()`` on a mean-reduced loss, every parameter holds both the ordinary
+    gradient ``p.grad`` (the batch mean, computed by autograd) and Opacus' per-sample gradients
+    ``p.grad_sample``; their mean must be ``p.grad``. This catches per-sample gradients that are
+    silently wrong (e.g. all zero for a layer: Opacus 1.6 with channels-last-strided inputs,
+    see :func:`baselines.torch_models.nchw_tensor`), which would make the run a DP-SGD of a
+    different model.
+
+    Args:
+      module: the ``GradSampleModule`` after ``backward``.
+      batch_size: the number of examples in the batch.
+      rtol: the largest allowed relative error per parameter.
+
+    Returns:
+      The largest relative error over the parameters.
+
+    Raises:
+      RuntimeError: naming the parameter whose per-sample gradients are wrong.
+    """
+    worst = 0.0
+    for name, p in module.named_parameters():
+        gs = getattr(p, "grad_sample", None)
+        if p.grad is None or gs is None:
+            raise RuntimeError(f"{NAME}: parameter {name} has no per-sample gradient from Opacus")
+        ref = float(p.grad.norm())
+        err = float((gs.sum(0) / batch_size - p.grad).norm()) / max(ref, 1e-12)
+        if err > rtol:
+            raise RuntimeError(
+                f"{NAME}: Opacus' per-sample gradients of {name} do not sum to the batch gradient "
+                f"(relative error {err:.3g}); the inputs must be a standard-strided NCHW tensor "
+                "(baselines.torch_models.nchw_tensor)")
+        worst = max(worst, err)
+    return worst
 
 
 def build_twin(data, *, init: str, seed: int):
@@ -100,6 +141,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     from opacus.optimizers import DPOptimizer
 
     from baselines import common
+    from baselines.torch_models import nchw_tensor
     from labeldp.dpsgd import poisson_batches
     from labeldp.methods.private_training import BATCH_STREAM, account_run
     from labeldp.training import to_float_images
@@ -111,7 +153,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         raise ValueError(f"{NAME} runs Poisson sampling only (what the accountant assumes), got {spec.sampling!r}")
     hp = spec.hparams
     lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
-    x_train = torch.from_numpy(to_float_images(data.x_train)).permute(0, 3, 1, 2).contiguous()
+    x_train = nchw_tensor(to_float_images(data.x_train))
     y_train = torch.from_numpy(np.asarray(data.y_train, np.int64))
     n = x_train.shape[0]
     run_acc = account_run(spec, n=n)  # the same calibration as the JAX engine
@@ -125,7 +167,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     batches = poisson_batches(n, sampling_rate=q, rng=np.random.default_rng([spec.seed, BATCH_STREAM]),
                               pad_to=n1, num_batches=steps)
     gsm.train()
-    losses, empty = [], 0
+    losses, empty, grad_check = [], 0, None
     t0 = time.perf_counter()
     for idx, mask in batches:
         real = torch.from_numpy(np.asarray(idx)[np.asarray(mask, bool)])
@@ -139,12 +181,14 @@ def run(data, spec: RunSpec) -> MethodResult:
             continue
         loss = criterion(gsm(x_train[real]), y_train[real])
         loss.backward()
+        if grad_check is None:  # once, on the first real batch
+            grad_check = check_per_sample_gradients(gsm, int(real.numel()))
         optimizer.step()
         losses.append(float(loss.detach()))
     train_seconds = time.perf_counter() - t0
     gsm.eval()
     correct = 0
-    x_test = torch.from_numpy(to_float_images(data.x_test)).permute(0, 3, 1, 2).contiguous()
+    x_test = nchw_tensor(to_float_images(data.x_test))
     y_test = np.asarray(data.y_test)
     with torch.no_grad():
         for s in range(0, x_test.shape[0], 2048):
@@ -165,6 +209,7 @@ def run(data, spec: RunSpec) -> MethodResult:
                  "seconds_per_epoch": train_seconds * n / (steps * n1),
                  "accounting_seconds": run_acc.seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "empty_batches": empty, "init": init,
+                 "per_sample_gradient_max_rel_error": grad_check,
                  "opacus_epsilon": opacus_epsilons(noise_multiplier=sigma, sampling_rate=q, steps=steps,
                                                    delta=spec.delta),
                  "torch_threads": torch.get_num_threads()},

@@ -6,7 +6,11 @@ convolutional features are permuted to NHWC before flattening, exactly as Flax's
 ``x.reshape((n, -1))`` on NHWC arrays, so :func:`load_flax_params` copies Flax parameters in
 without any permutation of the dense weights and the two models compute the same function.
 
-Inputs are NCHW float tensors in [0, 1] (``torch.from_numpy(x_nhwc).permute(0, 3, 1, 2)``).
+Inputs are NCHW float tensors in [0, 1] with the standard (row-major) strides: build them with
+:func:`nchw_tensor`, never with ``torch.from_numpy(x_nhwc).permute(0, 3, 1, 2)``. For one
+channel that permuted view counts as "contiguous" but has channels-last strides, and with
+those inputs Opacus 1.6 (PyTorch 2.13, CPU) silently returns all-zero per-sample gradients
+for the second convolution (found 2026-11-22; ``tests/baselines/test_dpsgd_opacus.py``).
 Only ``Conv2d`` and ``Linear`` carry parameters, so Opacus' ``GradSampleModule`` (hooks mode)
 supports both models.
 """
@@ -19,7 +23,24 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["MnistCNNTorch", "CifarCNNTorch", "build_torch_model", "load_flax_params", "num_params"]
+__all__ = ["MnistCNNTorch", "CifarCNNTorch", "build_torch_model", "load_flax_params", "nchw_tensor", "num_params"]
+
+
+def nchw_tensor(x_nhwc: np.ndarray) -> torch.Tensor:
+    """NHWC float images -> an NCHW tensor in a fresh row-major buffer (standard strides).
+
+    Args:
+      x_nhwc: (n, H, W, C) float32 array.
+
+    Returns:
+      A (n, C, H, W) tensor whose strides are those of a newly allocated C-order array.
+    """
+    x = np.asarray(x_nhwc, dtype=np.float32)
+    if x.ndim != 4:
+        raise ValueError(f"expected NHWC images of rank 4, got shape {x.shape}")
+    out = torch.empty((x.shape[0], x.shape[3], x.shape[1], x.shape[2]), dtype=torch.float32)
+    out.copy_(torch.from_numpy(x).permute(0, 3, 1, 2))
+    return out
 
 
 def _conv_padding(padding: str) -> int:

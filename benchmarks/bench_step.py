@@ -96,7 +96,7 @@ def main() -> None:
     from labeldp import denoisers as D
     from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
     from labeldp.models import build_model, num_params
-    from baselines.torch_models import build_torch_model
+    from baselines.torch_models import build_torch_model, nchw_tensor
 
     t_start = time.perf_counter()
     load_start = loadavg()
@@ -137,7 +137,7 @@ def main() -> None:
 
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed(0)
-    xt = torch.from_numpy(np.ascontiguousarray(x_pool[:BATCH].transpose(0, 3, 1, 2)))
+    xt = nchw_tensor(x_pool[:BATCH])  # standard strides: see baselines.torch_models.nchw_tensor
     yt = torch.from_numpy(y_pool[:BATCH].astype(np.int64))
     lossf = torch.nn.CrossEntropyLoss()
     tmodel = build_torch_model("mnist_cnn", input_shape=(28, 28, 1))

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from baselines import dpsgd_opacus
+from baselines.torch_models import build_torch_model, nchw_tensor
 from labeldp import accounting
 from labeldp.methods.base import RunSpec
 from tests.baselines.test_label_baselines import _fake_data
@@ -73,7 +74,7 @@ def test_init_flax_starts_from_the_jax_engines_parameters(data):
     x = to_float_images(data.x_test[:16])
     model = build_model_for(data)
     want = np.asarray(model.logits(initial_params(model, seed=3)[1], jnp.asarray(x)))
-    xt = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()
+    xt = nchw_tensor(x)
     with torch.no_grad():
         same = dpsgd_opacus.build_twin(data, init="flax", seed=3)(xt).numpy()
         other_seed = dpsgd_opacus.build_twin(data, init="flax", seed=4)(xt).numpy()
@@ -89,3 +90,60 @@ def test_init_option_is_recorded_and_checked(data):
     assert dpsgd_opacus.run(data, _spec()).details["init"] == "torch"
     with pytest.raises(ValueError, match="init must be one of"):
         dpsgd_opacus.run(data, _spec(options={"init": "xavier"}))
+
+
+def _opacus_backward(x_nchw, y, seed=0):
+    import torch
+    from opacus import GradSampleModule
+
+    torch.manual_seed(seed)
+    gsm = GradSampleModule(build_torch_model("mnist_cnn", input_shape=(28, 28, 1)), loss_reduction="mean")
+    torch.nn.functional.cross_entropy(gsm(x_nchw), torch.from_numpy(y)).backward()
+    return gsm
+
+
+def test_per_sample_gradients_sum_to_the_batch_gradient_for_every_layer(data):
+    """Regression: with the permuted one-channel view (channels-last strides) Opacus 1.6 returned
+    all-zero per-sample gradients for conv2; the twin's inputs come from nchw_tensor."""
+    import torch
+
+    from labeldp.training import to_float_images
+
+    x = to_float_images(data.x_train[:64])
+    y = np.asarray(data.y_train[:64], np.int64)
+    gsm = _opacus_backward(nchw_tensor(x), y)
+    assert dpsgd_opacus.check_per_sample_gradients(gsm, 64) < 1e-4
+    for name, p in gsm.named_parameters():
+        assert float(p.grad_sample.abs().sum()) > 0, name
+    # the guard catches the broken layout (if this Opacus/PyTorch pair still has the bug) and
+    # never passes wrong per-sample gradients
+    bad = _opacus_backward(torch.from_numpy(x).permute(0, 3, 1, 2), y)
+    per_layer = {n: float((p.grad_sample.sum(0) / 64 - p.grad).norm() / p.grad.norm()) for n, p in bad.named_parameters()}
+    if max(per_layer.values()) > 1e-3:
+        with pytest.raises(RuntimeError, match="do not sum to the batch gradient"):
+            dpsgd_opacus.check_per_sample_gradients(bad, 64)
+    else:
+        assert dpsgd_opacus.check_per_sample_gradients(bad, 64) < 1e-3
+
+
+def test_guard_stops_a_run_whose_per_sample_gradients_are_wrong(data, monkeypatch):
+    import torch
+
+    from baselines import torch_models
+
+    # a layout bug anywhere upstream (here: zeroed per-sample gradients) must stop the run
+    real_check = dpsgd_opacus.check_per_sample_gradients
+
+    def corrupt_then_check(module, batch_size, **kw):
+        p = next(iter(module.parameters()))
+        p.grad_sample = torch.zeros_like(p.grad_sample)
+        return real_check(module, batch_size, **kw)
+
+    monkeypatch.setattr(dpsgd_opacus, "check_per_sample_gradients", corrupt_then_check)
+    with pytest.raises(RuntimeError, match="do not sum to the batch gradient"):
+        dpsgd_opacus.run(data, _spec())
+    res = None
+    monkeypatch.setattr(dpsgd_opacus, "check_per_sample_gradients", real_check)
+    res = dpsgd_opacus.run(data, _spec())
+    assert res.details["per_sample_gradient_max_rel_error"] < 1e-3
+    assert torch_models.nchw_tensor is nchw_tensor
