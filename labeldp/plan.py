@@ -56,11 +56,17 @@ def format_eps(eps: float) -> str:
     return "inf" if math.isinf(eps) else repr(float(eps))
 
 
-def hp_id(hparams: Mapping[str, Any]) -> str:
-    """A readable, path-safe id of a grid point (``bs1024-ep10-lr0.1``)."""
+def hp_id(hparams: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+    """A readable, path-safe id of a grid point (``bs1024-ep10-lr0.1``).
+
+    ``defaults``: a method's optional hyper-parameters with their defaults; one at its default
+    is left out, so the same computation has one id whether or not a grid lists the axis.
+    """
     parts = []
     for k in sorted(hparams):
         v = hparams[k]
+        if defaults and k in defaults and v == defaults[k]:
+            continue
         if isinstance(v, float):
             v = repr(v)
         parts.append(f"{_ABBREV.get(k, k)}{v}")
@@ -72,7 +78,16 @@ def run_id(spec: RunSpec) -> str:
     below the results directory. Non-default batch sampling gets its own directory so records
     of different sampling schemes never stand in for each other."""
     variant = spec.variant + ("" if spec.sampling == "poisson" else f"-{spec.sampling}")
-    return f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/{hp_id(spec.hparams)}/seed{spec.seed}"
+    defaults = optional_hyperparameters(spec.method)
+    return (f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/"
+            f"{hp_id(spec.hparams, defaults)}/seed{spec.seed}")
+
+
+def optional_hyperparameters(method: str) -> Mapping[str, Any]:
+    """A method's ``OPTIONAL_HYPERPARAMETERS`` (``{}`` if it has none or is not implemented)."""
+    if not registry.is_implemented(method):
+        return {}
+    return getattr(registry.get_method(method), "OPTIONAL_HYPERPARAMETERS", {}) or {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +211,7 @@ def method_axes(method: str, grid: Mapping[str, Any] | None = None, column: Colu
     ``OPTIONAL_HYPERPARAMETERS`` that ``grid`` lists or ``column`` fixes (see
     :mod:`labeldp.methods.base`)."""
     mod = registry.get_method(method)
-    optional = getattr(mod, "OPTIONAL_HYPERPARAMETERS", {}) or {}
+    optional = optional_hyperparameters(method)
     fixed = column.fixed_hparams if column is not None else {}
     extra = tuple(a for a in optional if a in (grid or {}) or a in fixed)
     return tuple(mod.HYPERPARAMETERS) + extra

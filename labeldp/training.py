@@ -90,11 +90,13 @@ TargetTransform = Callable[[jax.Array, jax.Array], jax.Array]
 logits of the same forward pass (traced under ``jax.jit``; e.g. ALIBI's posterior)."""
 
 
-def mixup_batch(x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float) -> tuple[jax.Array, jax.Array]:
+def mixup_batch(x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float,
+                mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
     """Mixup (Zhang et al. 2018), as 001 Appendix B uses it for learning with noisy labels.
 
-    Each example ``i`` of the batch is paired with example ``pi(i)`` of a uniformly random
-    permutation ``pi`` of the batch, and both inputs and targets are mixed with one
+    Each real example ``i`` of the batch is paired with example ``pi(i)`` of a uniformly random
+    permutation ``pi`` of the real rows (padding rows, ``mask == 0``, are paired only among
+    themselves, so they never leak into a real row), and both inputs and targets are mixed with one
     ``lam ~ Beta(alpha, alpha)``: ``x~_i = lam x_i + (1 - lam) x_pi(i)``, ``w~_i = lam w_i +
     (1 - lam) w_pi(i)``. The weighted cross-entropy is linear in ``w``, so training on ``w~``
     is the usual mixup loss ``lam l(x~, w) + (1 - lam) l(x~, w_pi)``. Labels enter only as the
@@ -105,13 +107,23 @@ def mixup_batch(x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float) -> 
       w: target weights (B, K).
       rng: a JAX key.
       alpha: the Beta parameter (> 0).
+      mask: optional (B,) 1 for real rows, 0 for padding (default: all real).
 
     Returns:
       ``(x~, w~)``.
     """
     k_lam, k_perm = jax.random.split(rng)
     lam = jax.random.beta(k_lam, alpha, alpha)
-    perm = jax.random.permutation(k_perm, x.shape[0])
+    b = x.shape[0]
+    if mask is None:
+        perm = jax.random.permutation(k_perm, b)
+    else:
+        pad = (jnp.asarray(mask) <= 0).astype(jnp.float32)
+        # slots: real rows in index order, then padding rows; partners: real rows in a uniformly
+        # random order, then padding rows in a random order. Slot j's row is paired with partner j.
+        slots = jnp.argsort(pad, stable=True)
+        partners = jnp.argsort(jax.random.uniform(k_perm, (b,)) + 2.0 * pad)
+        perm = jnp.zeros((b,), jnp.int32).at[slots].set(partners.astype(jnp.int32))
     return lam * x + (1.0 - lam) * x[perm], lam * w + (1.0 - lam) * w[perm]
 
 
@@ -122,8 +134,8 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
 
     With ``target_transform`` the loss is the weighted cross-entropy against
     ``target_transform(w, logits)`` instead of ``w``. With ``mixup_alpha > 0`` the batch is
-    mixed first (:func:`mixup_batch`); padding rows are copies of real examples, so mixing
-    with them is harmless, and the mask still selects the real rows.
+    mixed first (:func:`mixup_batch`), real rows only with real rows; the mask still selects
+    the real rows for the loss.
     """
     if mixup_alpha > 0 and target_transform is not None:
         raise ValueError("mixup and a target_transform (ALIBI's per-step posterior) cannot be combined")
@@ -131,7 +143,7 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
     def loss_fn(params, x, w, mask, rng):
         if mixup_alpha > 0:
             rng, mix_rng = jax.random.split(rng)
-            x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha)
+            x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha, mask=mask)
         logits = spec.train_logits(params, x, rng)
         if target_transform is not None:
             w = target_transform(w, logits)

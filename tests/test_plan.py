@@ -41,8 +41,14 @@ def test_optional_axes_are_searched_only_where_the_grid_lists_them():
     assert len(full) == 4 * 3 * 3 * 2 * 3
     assert {(r.spec.hparams["mixup_alpha1"], r.spec.hparams["mixup_alpha2"]) for r in full} == {
         (a1, a2) for a1 in (0.0, 4.0, 8.0) for a2 in (0.0, 4.0)}
-    assert all("mix1a" in r.record_path and "mix2a" in r.record_path for r in full)
-    # the quick grid does not: the default (no mixup) is used and the run ids keep their old form
+    assert len({r.record_path for r in full}) == len(full)
+    ids = {(r.spec.hparams["mixup_alpha1"], r.spec.hparams["mixup_alpha2"]): r.record_path.split("/")[-2]
+           for r in full if r.spec.hparams["learning_rate"] == 0.2 and r.spec.hparams["epochs"] == 10}
+    # an optional axis at its default is left out of the id: one computation, one record name
+    assert ids[(0.0, 0.0)] == "bs1024-ep10-lr0.2"
+    assert ids[(4.0, 0.0)] == "bs1024-ep10-lr0.2-mix1a4.0"
+    assert ids[(8.0, 4.0)] == "bs1024-ep10-lr0.2-mix1a8.0-mix2a4.0"
+    # the quick grid does not list them: the default (no mixup) is used, with the same id
     quick = plan.cell_runs(repo_config("quick.yaml"), "table5_mnist", col, 1.0)
     assert all("mixup_alpha1" not in r.spec.hparams for r in quick)
     assert {r.record_path.split("/")[-2] for r in quick} == {"bs1024-ep10-lr0.2"}

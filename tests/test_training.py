@@ -75,3 +75,17 @@ def test_mixup_changes_training_and_is_seeded():
     off, on, on_again = fit(0.0), fit(4.0), fit(4.0)
     assert on == on_again  # reproducible
     assert on != off  # mixup actually changed the batches
+
+
+def test_mixup_pairs_real_rows_only_with_real_rows():
+    b, k, real = 16, 4, 11
+    mask = jnp.asarray([1.0] * real + [0.0] * (b - real))
+    x = jnp.arange(b, dtype=jnp.float32)[:, None]  # x_i = i identifies the row
+    w = jnp.asarray(one_hot(np.arange(b) % k, k))
+    for seed in range(20):
+        x_mix, _ = mixup_batch(x, w, jax.random.key(seed), alpha=1.0, mask=mask)
+        lam_key, _ = jax.random.split(jax.random.key(seed))
+        lam = float(jax.random.beta(lam_key, 1.0, 1.0))
+        partners = np.rint((np.asarray(x_mix[:, 0]) - lam * np.arange(b)) / (1.0 - lam)).astype(int)
+        assert sorted(partners[:real]) == list(range(real))  # a permutation of the real rows
+        assert sorted(partners[real:]) == list(range(real, b))

@@ -129,8 +129,6 @@ def test_per_sample_gradients_sum_to_the_batch_gradient_for_every_layer(data):
 def test_guard_stops_a_run_whose_per_sample_gradients_are_wrong(data, monkeypatch):
     import torch
 
-    from baselines import torch_models
-
     # a layout bug anywhere upstream (here: zeroed per-sample gradients) must stop the run
     real_check = dpsgd_opacus.check_per_sample_gradients
 
@@ -142,8 +140,6 @@ def test_guard_stops_a_run_whose_per_sample_gradients_are_wrong(data, monkeypatc
     monkeypatch.setattr(dpsgd_opacus, "check_per_sample_gradients", corrupt_then_check)
     with pytest.raises(RuntimeError, match="do not sum to the batch gradient"):
         dpsgd_opacus.run(data, _spec())
-    res = None
     monkeypatch.setattr(dpsgd_opacus, "check_per_sample_gradients", real_check)
     res = dpsgd_opacus.run(data, _spec())
     assert res.details["per_sample_gradient_max_rel_error"] < 1e-3
-    assert torch_models.nchw_tensor is nchw_tensor
