@@ -132,8 +132,13 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def environment() -> dict[str, Any]:
-    """Machine and software description stored with every record."""
+def environment(*, git_at_start: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Machine and software description stored with every record.
+
+    Args:
+      git_at_start: the revision taken when the run started (see
+        :func:`labeldp.runner.build_record`); default: the revision now.
+    """
     try:
         import jax
 
@@ -141,7 +146,9 @@ def environment() -> dict[str, Any]:
         backend = jax.default_backend()
     except Exception:  # pragma: no cover - jax is a hard dependency
         devices, backend = [], "unknown"
-    return {
+    now = git_revision()
+    git = dict(git_at_start) if git_at_start is not None else now
+    out = {
         "packages": package_versions(),
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -150,8 +157,11 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "jax_backend": backend,
         "jax_devices": devices,
-        "git": git_revision(),
+        "git": git,
     }
+    if now != git:
+        out["git_at_write"] = now
+    return out
 
 
 def machine_description(env: Mapping[str, Any]) -> str:

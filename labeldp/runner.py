@@ -32,7 +32,15 @@ def run_spec(spec: RunSpec, data) -> MethodResult:
 
 
 def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: float,
-                 config: Mapping[str, Any] | None = None, table_keys: Sequence[str] = ()) -> dict[str, Any]:
+                 config: Mapping[str, Any] | None = None, table_keys: Sequence[str] = (),
+                 git_at_start: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run's record (fields: :mod:`labeldp.records`).
+
+    ``git_at_start``: :func:`labeldp.records.git_revision` taken before the run started. The
+    code that ran is the code of that revision (a long run can outlive a commit), so the
+    record's ``environment.git`` is it; if the checkout moved during the run, the revision at
+    write time is kept beside it as ``environment.git_at_write``.
+    """
     from labeldp.plan import run_id as _run_id
 
     run_id = _run_id(spec)
@@ -58,7 +66,7 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
         "timings": {**dict(result.timings), "total_seconds": total_seconds,
                     "process_peak_rss_mib": records.peak_rss_mib()},
         "details": dict(result.details),
-        "environment": records.environment(),
+        "environment": records.environment(git_at_start=git_at_start),
         "config": {"profile": spec.profile, "run_spec": spec.to_dict(), "workflow": dict(config or {})},
         "created": records.now_utc(),
     }
@@ -78,10 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = load_prepared(args.data)
     if data.name != spec.dataset:
         raise SystemExit(f"error: prepared data {args.data} holds {data.name!r}, but the run is for {spec.dataset!r}")
+    git_at_start = records.git_revision()
     t0 = time.perf_counter()
     result = run_spec(spec, data)
     total = time.perf_counter() - t0
-    record = build_record(spec, data, result, total_seconds=total, config=json.loads(args.workflow_config))
+    record = build_record(spec, data, result, total_seconds=total, config=json.loads(args.workflow_config),
+                          git_at_start=git_at_start)
     records.write_record(args.out, record)
     acc = record["metrics"].get("test_accuracy_pct")
     eps = record["privacy"]["epsilon"]

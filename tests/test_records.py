@@ -72,3 +72,37 @@ def test_machine_description_names_the_accelerator_only_off_cpu():
     assert records.machine_description(gpu) == "Xeon (gpu: gpu:H100, 16 cpus)"
     cpu = {"cpu": "EPYC", "jax_backend": "cpu", "jax_devices": ["cpu:"], "cpu_count": 2}
     assert records.machine_description(cpu) == "EPYC (cpu, 2 cpus)"
+
+
+def test_record_names_the_revision_the_run_started_at(monkeypatch):
+    """A long run can outlive a commit: the record names the code that ran (the start revision)
+    and keeps the write-time revision beside it when the checkout moved."""
+    start = {"commit": "aaa111", "dirty": False}
+    monkeypatch.setattr(records, "git_revision", lambda repo_dir=None: {"commit": "bbb222", "dirty": False})
+    env = records.environment(git_at_start=start)
+    assert env["git"] == start and env["git_at_write"] == {"commit": "bbb222", "dirty": False}
+    same = records.environment(git_at_start={"commit": "bbb222", "dirty": False})
+    assert same["git"]["commit"] == "bbb222" and "git_at_write" not in same
+    assert records.environment()["git"]["commit"] == "bbb222"
+
+
+def test_runner_takes_the_revision_before_training(tmp_path, monkeypatch):
+    from labeldp import runner
+    from labeldp.methods.base import MethodResult, PrivacyOutcome
+
+    revisions = iter([{"commit": "start", "dirty": False}] + [{"commit": "later", "dirty": False}] * 10)
+    monkeypatch.setattr(records, "git_revision", lambda repo_dir=None: next(revisions))
+    result = MethodResult(metrics={"test_accuracy_pct": 50.0}, privacy=PrivacyOutcome(epsilon=1.0, delta=0.0, valid=True,
+                          mechanism="test"), timings={}, details={})
+    monkeypatch.setattr(runner, "run_spec", lambda spec, data: result)
+    import numpy as np
+    import types
+
+    data = types.SimpleNamespace(name="mnist", x_train=np.zeros((4, 28, 28, 1)), x_test=np.zeros((2, 28, 28, 1)))
+    monkeypatch.setattr("labeldp.data.prepare.load_prepared", lambda path: data)
+    out = tmp_path / "rec.json"
+    spec = '{"dataset": "mnist", "method": "rr", "variant": "default", "epsilon": 1.0, "delta": 0.0, "seed": 0, "hparams": {}}'
+    assert runner.main(["--spec", spec, "--data", "x.npz", "--out", str(out)]) == 0
+    rec = records.read_record(out)
+    assert rec["environment"]["git"]["commit"] == "start"
+    assert rec["environment"]["git_at_write"]["commit"] == "later"

@@ -123,10 +123,11 @@ def main(argv=None) -> int:
             if path not in data_cache:
                 data_cache[path] = load_prepared(path)
             data = data_cache[path]
+            git_at_start = records.git_revision()
             t0 = time.perf_counter()
             result = run_spec(r.spec, data)
             total = time.perf_counter() - t0
-            rec = build_record(r.spec, data, result, total_seconds=total, config=wf)
+            rec = build_record(r.spec, data, result, total_seconds=total, config=wf, git_at_start=git_at_start)
             records.write_record(r.record_path, rec)
             slowest[r.spec.method] = max(slowest.get(r.spec.method, 0.0), total)
             done += 1
