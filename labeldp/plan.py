@@ -361,7 +361,10 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 variant_options(config, col.method, col.variant)
         col_ids = {c.id for c in columns(tcfg)}
         for i, claim in enumerate(tcfg.get("claims", [])):
-            for who in [claim["winner"], *claim["losers"]]:
+            if ("agree" in claim) == ("winner" in claim or "losers" in claim):
+                raise ConfigError(f"tables.{table}.claims[{i}]: give either winner + losers (an ordering claim) "
+                                  "or agree: [a, b] (an agreement check), not both or neither")
+            for who in (claim["agree"] if "agree" in claim else [claim["winner"], *claim["losers"]]):
                 if who not in col_ids:
                     raise ConfigError(f"tables.{table}.claims[{i}]: {who!r} is not a column id of {table}; "
                                       f"columns: {sorted(col_ids)}")

@@ -16,6 +16,11 @@ A claim "holds" when, at every epsilon in its scope, the winner's regenerated me
 every loser's (below, for MSE); it is "not evaluable" when a cell it needs was not run, or is
 reference-only (invalid accounting) for the winner.
 
+An agreement check ``{id, text, agree: [a, b], epsilons: [...], max_standard_errors: 2}``
+(e.g. the Opacus validation column against the JAX DP-SGD) "holds" when at every epsilon in
+scope ``|mean_a - mean_b| <= k * sqrt(std_a^2 / n_a + std_b^2 / n_b)`` (``k`` =
+``max_standard_errors``, default 2; std over seeds): the two agree within seed noise.
+
 Usage: ``python -m labeldp.report.scorecard --config-json '<json>' --out-dir reports <csv...>``
 """
 
@@ -103,12 +108,43 @@ def _scope(claim: Mapping[str, Any], epsilons: Sequence[float]) -> list[float]:
     return [e for e in epsilons if lo <= e <= hi]
 
 
+def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> ClaimResult:
+    a, b = claim["agree"]
+    k = float(claim.get("max_standard_errors", 2.0))
+    missing, failures, details = [], [], []
+    for e in scope:
+        ca, cb = cells.get((a, e)), cells.get((b, e))
+        absent = [f"{c}@{e:g}" for c, cell in ((a, ca), (b, cb)) if cell is None or cell["status"] != "ok"]
+        if absent:
+            missing += absent
+            continue
+        ma, mb = float(ca["mean"]), float(cb["mean"])
+        sa, sb = (_f(c.get("std")) or 0.0 for c in (ca, cb))
+        na, nb = (int(float(c.get("n_seeds") or 0)) for c in (ca, cb))
+        if min(na, nb) < 2:  # one seed has no spread: the noise cannot be estimated
+            missing.append(f"{a if na < 2 else b}@{e:g} (fewer than 2 seeds)")
+            continue
+        se = math.sqrt(sa ** 2 / na + sb ** 2 / nb)
+        line = f"eps {e:g}: {a} {ma:.4g} vs {b} {mb:.4g} (|diff| {abs(ma - mb):.3g}, {k:g} SE = {k * se:.3g})"
+        (failures if abs(ma - mb) > k * se else details).append(line)
+    text = claim.get("text", "")
+    if failures:
+        return ClaimResult(table, claim["id"], text, "fails", "; ".join(failures + details))
+    if missing:
+        return ClaimResult(table, claim["id"], text, "not evaluable", "cells not run: " + ", ".join(missing))
+    return ClaimResult(table, claim["id"], text, "holds", "; ".join(details))
+
+
 def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
                    metric: str) -> ClaimResult:
     """Evaluates one qualitative claim on a table's tidy rows (see the module docstring)."""
     cells = {(r["column"], float(r["epsilon"])): r for r in rows if r["epsilon"] != "inf"}
     eps_all = sorted({e for _, e in cells})
     scope = _scope(claim, eps_all)
+    if "agree" in claim:
+        if not scope:
+            return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
+        return _evaluate_agreement(table, claim, cells, scope)
     lower_better = metric in ("test_mse", "noisy_label_mse")
     missing, failures = [], []
     if not scope:

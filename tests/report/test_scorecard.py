@@ -80,3 +80,35 @@ def test_claims_must_name_columns_of_their_table():
     cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "winner": "labeldp_pro", "losers": ["no_such_column"]}]
     with pytest.raises(ConfigError, match="no_such_column"):
         validate_semantics(cfg)
+
+
+def test_agreement_check_uses_the_standard_error_of_the_difference():
+    claim = {"id": "v", "agree": ["opacus", "jax"], "epsilons": [0.1, 1.0], "max_standard_errors": 2}
+    # SE = sqrt(0.5^2/3 + 0.5^2/3) = 0.408; 2 SE = 0.816
+    close = [_row("opacus", 0.1, 84.0), _row("jax", 0.1, 84.5), _row("opacus", 1.0, 90.0), _row("jax", 1.0, 90.7)]
+    res = S.evaluate_claim("t", claim, close, "test_accuracy_pct")
+    assert res.verdict == "holds" and "2 SE = 0.816" in res.detail
+    far = [_row("opacus", 0.1, 80.6), _row("jax", 0.1, 84.4), _row("opacus", 1.0, 90.0), _row("jax", 1.0, 90.7)]
+    res = S.evaluate_claim("t", claim, far, "test_accuracy_pct")
+    assert res.verdict == "fails" and "eps 0.1" in res.detail
+    # a larger spread widens the band
+    noisy = [_row("opacus", 0.1, 80.6, std=3.0), _row("jax", 0.1, 84.4, std=3.0)] + close[2:]
+    assert S.evaluate_claim("t", claim, noisy, "test_accuracy_pct").verdict == "holds"
+    # a cell not run, or with one seed (no spread), makes it not evaluable
+    missing = close[:2] + [_row("opacus", 1.0, None, status="not run"), close[3]]
+    assert S.evaluate_claim("t", claim, missing, "test_accuracy_pct").verdict == "not evaluable"
+    one = [dict(r, n_seeds="1") if r["column"] == "opacus" else r for r in close]
+    res = S.evaluate_claim("t", claim, one, "test_accuracy_pct")
+    assert res.verdict == "not evaluable" and "fewer than 2 seeds" in res.detail
+
+
+def test_claims_are_either_orderings_or_agreements():
+    cfg = repo_config()
+    validate_semantics(cfg)  # the repo's own claims, incl. the Opacus agreement check, are valid
+    cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "agree": ["dpsgd", "labeldp_pro"], "winner": "dpsgd",
+                                                 "losers": ["rr"]}]
+    with pytest.raises(ConfigError, match="either winner"):
+        validate_semantics(cfg)
+    cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "agree": ["dpsgd", "nope"]}]
+    with pytest.raises(ConfigError, match="nope"):
+        validate_semantics(cfg)
