@@ -72,6 +72,17 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
     }
 
 
+def run_and_record(spec: RunSpec, data, *, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Runs ``spec`` on ``data`` and returns its record: the revision is taken before the run
+    (see :func:`build_record`), the wall-clock time around it. The one executor body shared by
+    the ``train`` rule (:func:`main`) and ``workflow/scripts/run_planned.py``."""
+    git_at_start = records.git_revision()
+    t0 = time.perf_counter()
+    result = run_spec(spec, data)
+    total = time.perf_counter() - t0
+    return build_record(spec, data, result, total_seconds=total, config=config, git_at_start=git_at_start)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", required=True, help="RunSpec as JSON")
@@ -86,13 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = load_prepared(args.data)
     if data.name != spec.dataset:
         raise SystemExit(f"error: prepared data {args.data} holds {data.name!r}, but the run is for {spec.dataset!r}")
-    git_at_start = records.git_revision()
-    t0 = time.perf_counter()
-    result = run_spec(spec, data)
-    total = time.perf_counter() - t0
-    record = build_record(spec, data, result, total_seconds=total, config=json.loads(args.workflow_config),
-                          git_at_start=git_at_start)
+    record = run_and_record(spec, data, config=json.loads(args.workflow_config))
     records.write_record(args.out, record)
+    total = record["timings"]["total_seconds"]
     acc = record["metrics"].get("test_accuracy_pct")
     eps = record["privacy"]["epsilon"]
     print(f"{record['run_id']}: metric={acc} eps={eps if eps == 'inf' else f'{eps:.4g}'} "

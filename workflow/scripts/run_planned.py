@@ -104,7 +104,7 @@ def main(argv=None) -> int:
 
     from labeldp import records
     from labeldp.data.prepare import load_prepared
-    from labeldp.runner import build_record, run_spec
+    from labeldp.runner import run_and_record
 
     mirror = a.mirror or plan.data_mirror(cfg)
     wf = {"profile": cfg["profile"], "grid": cfg["grid"], "sampling": cfg["sampling"], "delta": cfg["delta"],
@@ -123,12 +123,9 @@ def main(argv=None) -> int:
             if path not in data_cache:
                 data_cache[path] = load_prepared(path)
             data = data_cache[path]
-            git_at_start = records.git_revision()
-            t0 = time.perf_counter()
-            result = run_spec(r.spec, data)
-            total = time.perf_counter() - t0
-            rec = build_record(r.spec, data, result, total_seconds=total, config=wf, git_at_start=git_at_start)
+            rec = run_and_record(r.spec, data, config=wf)
             records.write_record(r.record_path, rec)
+            total = rec["timings"]["total_seconds"]
             slowest[r.spec.method] = max(slowest.get(r.spec.method, 0.0), total)
             done += 1
             print(f"[{time.perf_counter() - t_start:7.1f}s] {rec['run_id']}: "
