@@ -12,6 +12,9 @@ epoch (60000 / 1024 = 58.6 steps). Also measured:
   n2 = 1024): the paper's unscaled step 0.02, the ``1/L`` step, and FISTA (``nesterov``) with
   the ``1/L`` step; iterations each needs to reach the objective of plain PGD after 200.
 
+Every projection here uses the matrix-free solver (JVP/VJP per iteration); the materialised-
+Jacobian solver is compared with it in ``benchmarks/bench_projection_solver.py``.
+
 Run: ``.venv/bin/python benchmarks/bench_step.py`` (about 6-8 minutes on 2 cores; ``--quick``
 for a 2-minute smoke run with fewer repetitions). Writes ``benchmarks/results/
 step_timing_cpu.json`` and ``.md``. Timings are wall-clock on a possibly shared machine: the
@@ -191,12 +194,12 @@ def main() -> None:
     results["steps"]["jax_dpsgd_poisson_padded"]["pad_to"] = pad_to
 
     # ---- LabelDP-Pro AltConv step (200 PGD steps, n2 = 1024, CPU loop = python chunks) --------
-    alt = D.alt_conv(steps=pgd_steps, step_size=0.02, smoothing=0.75)
+    alt = D.alt_conv(steps=pgd_steps, step_size=0.02, smoothing=0.75, solver="matrix_free")
     dp_alt = make_dpsgd_step(model=spec, optimizer=optax.sgd(lr), config=cfg_pois, denoiser=alt)
     ba = Batch(x=xpad, y=ypad, mask=mpad, x_alt=x_alt)
     # warm-up with a short projection: compiles the same chunk kernel as the timed steps
     warm_step = make_dpsgd_step(
-        model=spec, optimizer=optax.sgd(lr), config=cfg_pois, denoiser=D.alt_conv(steps=alt.chunk)
+        model=spec, optimizer=optax.sgd(lr), config=cfg_pois, denoiser=D.alt_conv(steps=alt.chunk, solver="matrix_free")
     )
     t0 = time.perf_counter()
     sync_jax(warm_step(st, ba, key))
@@ -223,7 +226,7 @@ def main() -> None:
         "fista_step_1_over_L": dict(step_size=1.0 / (1.05 * lip), momentum="nesterov"),
     }.items():
         t0 = time.perf_counter()
-        res = D.simplex_least_squares(f, params, x_alt, g_noisy, steps=pgd_steps, loop="python", chunk=10, **kw)
+        res = D.simplex_least_squares(f, params, x_alt, g_noisy, steps=pgd_steps, loop="python", chunk=10, solver="matrix_free", **kw)
         objs = np.asarray(res.objectives, np.float64)
         secs = time.perf_counter() - t0
         traces[name] = objs
@@ -254,10 +257,10 @@ def main() -> None:
     # ---- projection loop: python chunk 20 and fori, per PGD iteration -------------------------
     n_it = 3 * chunk_alt
     t0 = time.perf_counter()
-    sync_jax(D.simplex_least_squares(f, params, x_alt, g_noisy, steps=chunk_alt, loop="python", chunk=chunk_alt))
+    sync_jax(D.simplex_least_squares(f, params, x_alt, g_noisy, steps=chunk_alt, loop="python", chunk=chunk_alt, solver="matrix_free"))
     compile_s = time.perf_counter() - t0
     r = time_calls(
-        lambda: D.simplex_least_squares(f, params, x_alt, g_noisy, steps=n_it, loop="python", chunk=chunk_alt),
+        lambda: D.simplex_least_squares(f, params, x_alt, g_noisy, steps=n_it, loop="python", chunk=chunk_alt, solver="matrix_free"),
         warmup=0, reps=1, sync=sync_jax,
     )
     results["projection_loop"][f"python_chunk{chunk_alt}"] = {
@@ -265,10 +268,10 @@ def main() -> None:
     }
     log(f"python chunk {chunk_alt}: {r['median_s'] / n_it:.4f}s/iter")
     t0 = time.perf_counter()
-    sync_jax(D.simplex_least_squares(f, params, x_alt, g_noisy, steps=fori_iters, loop="fori"))
+    sync_jax(D.simplex_least_squares(f, params, x_alt, g_noisy, steps=fori_iters, loop="fori", solver="matrix_free"))
     compile_s = time.perf_counter() - t0
     r = time_calls(
-        lambda: D.simplex_least_squares(f, params, x_alt, g_noisy, steps=fori_iters, loop="fori"),
+        lambda: D.simplex_least_squares(f, params, x_alt, g_noisy, steps=fori_iters, loop="fori", solver="matrix_free"),
         warmup=0, reps=1, sync=sync_jax,
     )
     results["projection_loop"]["fori"] = {

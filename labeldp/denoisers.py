@@ -44,6 +44,18 @@ chunk); ``auto`` is ``python`` on the CPU backend and ``fori`` elsewhere. Under 
 ``jax.jit`` trace the Python driver is impossible, so ``auto`` then means ``fori`` and
 ``python`` raises.
 
+Solvers. ``solver="matrix_free"`` applies ``G`` and ``G^T`` as above: every iteration re-runs
+the linearized network over the n examples. ``solver="jacobian"`` materialises ``G^T`` once per
+call as an (nK, d) matrix (the per-example per-class gradients, one reverse pass per example and
+class, the cost of about K per-example-gradient batches) and then each iteration is two dense
+matrix-vector products; the iterates are the same up to floating-point rounding (tested). For a
+convolutional network a matrix-vector product with ``G^T`` is far cheaper than a JVP through
+the convolutions, so ``jacobian`` wins whenever the matrix fits in memory and more than a few
+iterations run (``benchmarks/bench_step.py``). ``solver="auto"`` picks ``jacobian`` when the
+matrix takes at most ``JACOBIAN_MAX_BYTES`` and ``matrix_free`` otherwise. Materialising row by
+row assumes ``f`` treats examples independently (no batch statistics), which DP-SGD's
+per-example clipping assumes already.
+
 Masks. Padding rows of a Poisson batch (``mask == 0``) contribute no column to ``G``: for the
 span their columns are zero, for the convex hull their coefficients are pinned to 0 (the
 simplex, its uniform point and the smoothing are over the real rows only).
@@ -61,6 +73,7 @@ import functools
 from typing import Any, Callable, Literal, NamedTuple
 
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 
 __all__ = [
@@ -73,6 +86,9 @@ __all__ = [
     "SimplexLSResult",
     "estimate_lipschitz",
     "resolve_loop",
+    "resolve_solver",
+    "jacobian_matrix",
+    "JACOBIAN_MAX_BYTES",
     "Denoiser",
     "NoOp",
     "SelfSpan",
@@ -92,6 +108,10 @@ LogitsFn = Callable[[PyTree, jax.Array], jax.Array]
 argument of the jitted kernels), e.g. ``ModelSpec.logits`` or a module-level function."""
 
 LoopKind = Literal["auto", "fori", "python"]
+SolverKind = Literal["auto", "matrix_free", "jacobian"]
+
+JACOBIAN_MAX_BYTES = 2 * 1024**3
+"""``solver="auto"`` materialises ``G^T`` only when it takes at most this many bytes (2 GiB)."""
 
 _tree_map = jax.tree_util.tree_map
 
@@ -177,6 +197,73 @@ def _linear_maps(f: LogitsFn, params: PyTree, x: jax.Array, mask: jax.Array | No
     _, jvp_fn = jax.linearize(lambda p: per_class_losses(f, p, x, mask), params)
     transpose = jax.linear_transpose(jvp_fn, params)
     return _LinearMaps(gt=jvp_fn, g=lambda u: transpose(u)[0])
+
+
+def _n_params(params: PyTree) -> int:
+    return int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params)))
+
+
+def resolve_solver(solver: SolverKind, n: int, k: int, params: PyTree) -> Literal["matrix_free", "jacobian"]:
+    """Resolves ``solver="auto"``: ``jacobian`` when the (n*k, d) float32 matrix ``G^T`` takes at
+    most :data:`JACOBIAN_MAX_BYTES`, else ``matrix_free``.
+
+    Args:
+      solver: ``"auto"``, ``"matrix_free"`` or ``"jacobian"``.
+      n: rows of the batch projected onto (padding rows included).
+      k: number of classes.
+      params: model parameters (their total size d).
+
+    Returns:
+      ``"matrix_free"`` or ``"jacobian"``.
+    """
+    if solver not in ("auto", "matrix_free", "jacobian"):
+        raise ValueError(f"projection solver must be 'auto', 'matrix_free' or 'jacobian', got {solver!r}")
+    if solver == "auto":
+        return "jacobian" if 4 * int(n) * int(k) * _n_params(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
+    return solver
+
+
+@functools.partial(jax.jit, static_argnames=("f",))
+def _jacobian_rows(f, params, x, mask):
+    def one(xi):
+        return jax.jacrev(lambda p: -jax.nn.log_softmax(f(p, xi[None]), axis=-1)[0])(params)
+
+    leaves = jax.tree_util.tree_leaves(jax.vmap(one)(x))  # each (n, K, *leaf shape)
+    n, k = leaves[0].shape[:2]
+    rows = jnp.concatenate([leaf.reshape(n, k, -1) for leaf in leaves], axis=-1)
+    if mask is not None:
+        rows = rows * mask[:, None, None].astype(rows.dtype)
+    return rows.reshape(n * k, -1)
+
+
+def jacobian_matrix(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
+    """``G^T`` materialised: row ``i*K + kappa`` is ``grad_theta l(theta, (x_i, kappa))`` raveled.
+
+    The columns follow ``jax.flatten_util.ravel_pytree(params)``; masked rows are zero (000
+    Appendix C's ``G``, transposed, with the masking of :func:`per_class_losses`).
+
+    Args:
+      f: logits function ``f(params, x) -> (n, K)``; must treat examples independently.
+      params: model parameters.
+      x: inputs (n, ...).
+      mask: optional (n,) 0/1 weights.
+
+    Returns:
+      (n*K, d) array.
+    """
+    mask = None if mask is None else jnp.asarray(mask, jnp.float32)
+    return _jacobian_rows(f, params, x, mask)
+
+
+_HIGHEST = jax.lax.Precision.HIGHEST  # no TF32 for the dense products on GPUs
+
+
+def _jacobian_maps(jt: jax.Array, n: int, k: int) -> _LinearMaps:
+    """G^T v and G u as products with the materialised (nK, d) matrix ``jt`` (flat vectors)."""
+    return _LinearMaps(
+        gt=lambda v: jnp.matmul(jt, v, precision=_HIGHEST).reshape(n, k),
+        g=lambda u: jnp.matmul(u.reshape(-1), jt, precision=_HIGHEST),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -449,21 +536,27 @@ def estimate_lipschitz(
     iters: int = 30,
     loop: LoopKind = "auto",
     chunk: int = 10,
+    solver: SolverKind = "matrix_free",
 ) -> jax.Array:
     """Estimates ``L = 2 lambda_max(G^T G)``, the Lipschitz constant of the PGD objective's gradient.
 
-    Power iteration on ``G^T G`` (each iteration one VJP and one JVP of the linearized loss map).
+    Power iteration on ``G^T G`` from the uniform vector (each iteration one VJP and one JVP of
+    the linearized loss map, or two products with the materialised ``G^T``).
 
     Args:
       f: logits function. params: parameters. x: inputs (n, ...). mask: optional (n,) 0/1.
       iters: power iterations.
-      loop, chunk: as in :func:`simplex_least_squares`.
+      loop, chunk, solver: as in :func:`simplex_least_squares`.
 
     Returns:
       Scalar estimate (from below; :func:`simplex_least_squares` with ``step_size="auto"``
       uses ``1 / (1.05 L)``).
     """
     mask = None if mask is None else jnp.asarray(mask, jnp.float32)
+    n, k = jax.eval_shape(f, params, x).shape
+    if resolve_solver(solver, n, k, params) == "jacobian":
+        jt = _jacobian_rows(f, params, x, mask)
+        return _lipschitz_jacobian(jt, mask, n=n, k=k, iters=int(iters))
     if resolve_loop(loop, params, x, mask) == "fori":
         return _lipschitz_fori(f, params, x, mask, iters=int(iters))
     u = _power_start_jit(f, params, x, mask)
@@ -484,8 +577,8 @@ def _resolve_alpha0(init, n, k, mask, dtype):
     return project_simplex(a0, mask=m2)
 
 
-def _pgd_core_fori(f, params, x, mask, g, alpha0, eta, steps, momentum):
-    maps = _linear_maps(f, params, x, mask)
+def _pgd_loop(maps: _LinearMaps, g: PyTree, mask, alpha0, eta, steps: int, momentum: bool):
+    """``steps`` PGD/FISTA iterations in one ``lax.fori_loop``; returns (alpha, G alpha, objectives, obj0)."""
     n, k = alpha0.shape
     m2 = None if mask is None else jnp.broadcast_to(mask[:, None] > 0, (n, k))
     st = _pgd_init(maps, g, alpha0)
@@ -501,7 +594,28 @@ def _pgd_core_fori(f, params, x, mask, g, alpha0, eta, steps, momentum):
     return st.alpha, st.g_alpha, hist, obj0
 
 
+def _pgd_core_fori(f, params, x, mask, g, alpha0, eta, steps, momentum):
+    return _pgd_loop(_linear_maps(f, params, x, mask), g, mask, alpha0, eta, steps, momentum)
+
+
 _pgd_fori = jax.jit(_pgd_core_fori, static_argnames=("f", "steps", "momentum"))
+
+
+@functools.partial(jax.jit, static_argnames=("steps", "momentum"))
+def _pgd_jacobian(jt, g_flat, mask, alpha0, eta, steps, momentum):
+    n, k = alpha0.shape
+    return _pgd_loop(_jacobian_maps(jt, n, k), g_flat, mask, alpha0, eta, steps, momentum)
+
+
+@functools.partial(jax.jit, static_argnames=("n", "k", "iters"))
+def _lipschitz_jacobian(jt, mask, n, k, iters):
+    maps = _jacobian_maps(jt, n, k)
+    u = jnp.ones((n, k), jt.dtype)
+    if mask is not None:
+        u = u * mask[:, None]
+    u = u / jnp.linalg.norm(u)
+    _, lam = jax.lax.fori_loop(0, iters, lambda _, c: _power_step(maps, c[0]), (u, jnp.zeros((), u.dtype)))
+    return 2.0 * lam
 
 
 @functools.partial(jax.jit, static_argnames=("f",))
@@ -533,6 +647,7 @@ def simplex_least_squares(
     momentum: Literal["none", "nesterov"] = "none",
     loop: LoopKind = "auto",
     chunk: int = 10,
+    solver: SolverKind = "auto",
 ) -> SimplexLSResult:
     """Solves ``min_{alpha in simplex} ||G alpha - g||^2`` by projected gradient descent.
 
@@ -552,12 +667,20 @@ def simplex_least_squares(
       init: optional warm start (n, K) (projected onto the simplex); default uniform.
       momentum: ``"none"`` (the paper's PGD) or ``"nesterov"`` (FISTA with function-value
         restart; the same per-iteration cost).
-      loop: ``"auto"``, ``"fori"`` or ``"python"`` (see the module docstring).
+      loop: ``"auto"``, ``"fori"`` or ``"python"`` (see the module docstring; the
+        ``jacobian`` solver always runs one ``fori`` loop of matrix-vector products).
       chunk: iterations per jitted chunk in ``python`` mode.
+      solver: ``"auto"``, ``"matrix_free"`` or ``"jacobian"`` (see the module docstring).
 
     Returns:
       A :class:`SimplexLSResult`.
     """
+    return _simplex_least_squares(f, params, x, g, steps=steps, step_size=step_size, mask=mask, init=init,
+                                  momentum=momentum, loop=loop, chunk=chunk, solver=solver)[0]
+
+
+def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, momentum, loop, chunk, solver):
+    """:func:`simplex_least_squares`, also returning ``apply_g(u) = G u`` for the solver used."""
     if momentum not in ("none", "nesterov"):
         raise ValueError(f"momentum must be 'none' or 'nesterov', got {momentum!r}")
     use_m = momentum == "nesterov"
@@ -567,19 +690,36 @@ def simplex_least_squares(
     n, k = out_shape
     dtype = jnp.result_type(*jax.tree_util.tree_leaves(g))
     alpha0 = _resolve_alpha0(init, n, k, mask, dtype)
-    if isinstance(step_size, str):
-        if step_size != "auto":
-            raise ValueError(f"step_size must be a float or 'auto', got {step_size!r}")
+    if isinstance(step_size, str) and step_size != "auto":
+        raise ValueError(f"step_size must be a float or 'auto', got {step_size!r}")
+    steps = int(steps)
+    if resolve_solver(solver, n, k, params) == "jacobian":
+        jt = _jacobian_rows(f, params, x, mask)
+        g_flat, unravel = jax.flatten_util.ravel_pytree(g)
+        if step_size == "auto":
+            eta = 1.0 / (1.05 * jnp.maximum(_lipschitz_jacobian(jt, mask, n=n, k=k, iters=10), 1e-30))
+        else:
+            eta = jnp.asarray(step_size, dtype)
+        a, ga, hist, obj0 = _pgd_jacobian(jt, g_flat, mask, alpha0, eta, steps=steps, momentum=use_m)
+
+        def apply_g(u):
+            return unravel(jnp.matmul(u.reshape(-1), jt, precision=_HIGHEST))
+
+        return SimplexLSResult(a, unravel(ga), hist, obj0, eta), apply_g
+
+    def apply_g(u):
+        return _apply_g(f, params, x, mask, u)
+
+    if step_size == "auto":
         # 10 power iterations: on the MNIST CNN the estimate is within 0.5% of the 60-iteration
         # value (5899 / 6287 / 6314 at 5 / 10 / 30 iterations), inside the 1.05 safety factor.
-        lip = estimate_lipschitz(f, params, x, mask=mask, iters=10, loop=mode, chunk=chunk)
+        lip = estimate_lipschitz(f, params, x, mask=mask, iters=10, loop=mode, chunk=chunk, solver="matrix_free")
         eta = 1.0 / (1.05 * jnp.maximum(lip, 1e-30))
     else:
         eta = jnp.asarray(step_size, dtype)
-    steps = int(steps)
     if mode == "fori":
         a, ga, hist, obj0 = _pgd_fori(f, params, x, mask, g, alpha0, eta, steps=steps, momentum=use_m)
-        return SimplexLSResult(a, ga, hist, obj0, eta)
+        return SimplexLSResult(a, ga, hist, obj0, eta), apply_g
     st = _pgd_start(f, params, x, mask, g, alpha0)
     obj0 = st.obj
     hists = []
@@ -590,7 +730,7 @@ def simplex_least_squares(
         hists.append(h)
         done += c
     hist = jnp.concatenate(hists) if hists else jnp.zeros((0,), dtype)
-    return SimplexLSResult(st.alpha, st.g_alpha, hist, obj0, eta)
+    return SimplexLSResult(st.alpha, st.g_alpha, hist, obj0, eta), apply_g
 
 
 def _smooth(alpha: jax.Array, smoothing: float, mask: jax.Array | None) -> jax.Array:
@@ -612,6 +752,7 @@ def convex_hull_projection(
     momentum: Literal["none", "nesterov"] = "none",
     loop: LoopKind = "auto",
     chunk: int = 10,
+    solver: SolverKind = "auto",
 ) -> tuple[PyTree, jax.Array]:
     """Projects ``g`` onto the convex hull of the per-example per-class gradients, smoothed.
 
@@ -632,19 +773,18 @@ def convex_hull_projection(
       momentum: ``"none"`` (paper) or ``"nesterov"`` (FISTA, optional).
       loop: ``"auto"``, ``"fori"`` or ``"python"``.
       chunk: iterations per jitted chunk in ``python`` mode.
+      solver: ``"auto"``, ``"matrix_free"`` or ``"jacobian"`` (see the module docstring).
 
     Returns:
       ``(projected, alpha)``: ``projected = G alpha~`` shaped like ``params``, and the
       un-smoothed simplex coefficients ``alpha`` of shape (n, K).
     """
-    res = simplex_least_squares(
+    res, apply_g = _simplex_least_squares(
         f, params, x, g, steps=steps, step_size=step_size, mask=mask, init=init,
-        momentum=momentum, loop=loop, chunk=chunk,
+        momentum=momentum, loop=loop, chunk=chunk, solver=solver,
     )
     m = None if mask is None else jnp.asarray(mask, jnp.float32)
-    alpha_s = _smooth(res.alpha, float(smoothing), m)
-    projected = _apply_g(f, params, x, m, alpha_s)
-    return projected, res.alpha
+    return apply_g(_smooth(res.alpha, float(smoothing), m)), res.alpha
 
 
 # --------------------------------------------------------------------------------------------
@@ -730,18 +870,21 @@ class _ConvBase(Denoiser):
     momentum: str = "none"
     loop: LoopKind = "auto"
     chunk: int = 10
+    solver: SolverKind = "auto"
+
+    def __post_init__(self):
+        resolve_solver(self.solver, 1, 1, {})  # validates the name
 
     def host_loop(self, *trees: PyTree) -> bool:
         return resolve_loop(self.loop, *trees) == "python"
 
     def _project(self, noisy_grad, logits_fn, params, x, mask):
-        res = simplex_least_squares(
+        res, apply_g = _simplex_least_squares(
             logits_fn, params, x, noisy_grad, steps=self.steps, step_size=self.step_size,
-            mask=mask, momentum=self.momentum, loop=self.loop, chunk=self.chunk,
+            mask=mask, init=None, momentum=self.momentum, loop=self.loop, chunk=self.chunk, solver=self.solver,
         )
         m = None if mask is None else jnp.asarray(mask, jnp.float32)
-        alpha_s = _smooth(res.alpha, float(self.smoothing), m)
-        out = _apply_g(logits_fn, params, x, m, alpha_s)
+        out = apply_g(_smooth(res.alpha, float(self.smoothing), m))
         obj = res.objectives[-1] if self.steps > 0 else res.initial_objective
         return out, {"projection_objective": obj, "projection_objective_init": res.initial_objective,
                      "alpha_max": jnp.max(res.alpha)}
@@ -752,7 +895,7 @@ class SelfConv(_ConvBase):
     """SELFCONV: projection onto the convex hull of the batch's per-example per-class gradients.
 
     Attributes:
-      steps, step_size, smoothing, momentum, loop, chunk: see :func:`convex_hull_projection`.
+      steps, step_size, smoothing, momentum, loop, chunk, solver: see :func:`convex_hull_projection`.
     """
 
     name: str = dataclasses.field(init=False, default="self_conv")
@@ -772,7 +915,7 @@ class AltConv(_ConvBase):
 
     Attributes:
       alt_batch_size: n2 (``None``: the expected batch size n1).
-      steps, step_size, smoothing, momentum, loop, chunk: see :func:`convex_hull_projection`.
+      steps, step_size, smoothing, momentum, loop, chunk, solver: see :func:`convex_hull_projection`.
     """
 
     alt_batch_size: int | None = None
@@ -798,19 +941,21 @@ def self_span(*, iters: int = 100, tol: float = 1e-6, loop: LoopKind = "auto", c
 
 def self_conv(
     *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
-    momentum: str = "none", loop: LoopKind = "auto", chunk: int = 10,
+    momentum: str = "none", loop: LoopKind = "auto", chunk: int = 10, solver: SolverKind = "auto",
 ) -> SelfConv:
     """SELFCONV denoiser (000 Table 1); ``breaks_amplification=True``."""
-    return SelfConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum, loop=loop, chunk=chunk)
+    return SelfConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum, loop=loop, chunk=chunk,
+                    solver=solver)
 
 
 def alt_conv(
     *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
     momentum: str = "none", alt_batch_size: int | None = None, loop: LoopKind = "auto", chunk: int = 10,
+    solver: SolverKind = "auto",
 ) -> AltConv:
     """ALTCONV denoiser (000 Table 1, the paper's default); amplification-compatible."""
     return AltConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum,
-                   alt_batch_size=alt_batch_size, loop=loop, chunk=chunk)
+                   alt_batch_size=alt_batch_size, loop=loop, chunk=chunk, solver=solver)
 
 
 DENOISERS: dict[str, Callable[..., Denoiser]] = {

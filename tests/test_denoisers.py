@@ -180,8 +180,11 @@ def test_span_projection_float32_default():
 QP_REL_GAP = 1e-6  # allowed relative objective gap to the SLSQP optimum
 
 
-@pytest.mark.parametrize("loop,momentum,steps", [("fori", "none", 3000), ("python", "none", 3000), ("python", "nesterov", 600)])
-def test_convex_hull_reaches_qp_optimum(loop, momentum, steps):
+@pytest.mark.parametrize("loop,momentum,steps,solver", [
+    ("fori", "none", 3000, "matrix_free"), ("python", "none", 3000, "matrix_free"),
+    ("python", "nesterov", 600, "matrix_free"), ("auto", "none", 3000, "jacobian"), ("auto", "nesterov", 600, "jacobian"),
+])
+def test_convex_hull_reaches_qp_optimum(loop, momentum, steps, solver):
     with jax.enable_x64(True):
         params, x, unravel, g_vec = make_problem(n=5, seed=1)
         G = explicit_G(params, x)
@@ -189,7 +192,7 @@ def test_convex_hull_reaches_qp_optimum(loop, momentum, steps):
         _, f_star = qp_simplex(G, g_vec)
         res = D.simplex_least_squares(
             mlp, params, x, unravel(jnp.asarray(g_vec)), steps=steps, step_size=1.0 / lip,
-            momentum=momentum, loop=loop, chunk=50,
+            momentum=momentum, loop=loop, chunk=50, solver=solver,
         )
         alpha = np.asarray(res.alpha).reshape(-1)
         f = np.sum((G @ alpha - g_vec) ** 2)
@@ -251,10 +254,57 @@ def test_convex_hull_mask_equals_subset_and_warm_start():
 def test_fori_and_python_loops_agree():
     params, x, unravel, g_vec = make_problem(n=5, seed=6, dtype=jnp.float32)
     g = unravel(jnp.asarray(g_vec))
-    a = D.simplex_least_squares(mlp, params, x, g, steps=23, step_size=0.02, loop="fori")
-    b = D.simplex_least_squares(mlp, params, x, g, steps=23, step_size=0.02, loop="python", chunk=10)
+    a = D.simplex_least_squares(mlp, params, x, g, steps=23, step_size=0.02, loop="fori", solver="matrix_free")
+    b = D.simplex_least_squares(mlp, params, x, g, steps=23, step_size=0.02, loop="python", chunk=10,
+                                solver="matrix_free")
     np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-6)
     np.testing.assert_allclose(a.objectives, b.objectives, rtol=1e-5)
+
+
+def test_jacobian_matrix_is_g_transposed_with_mask():
+    with jax.enable_x64(True):
+        params, x, _, _ = make_problem(n=5, seed=9)
+        mask = np.array([1, 0, 1, 1, 0], np.float64)
+        jt = np.asarray(D.jacobian_matrix(mlp, params, x, mask=mask))
+        np.testing.assert_allclose(jt, explicit_G(params, x, mask).T, rtol=1e-12, atol=1e-14)
+        assert np.all(jt.reshape(5, K, -1)[mask == 0] == 0)
+
+
+@pytest.mark.parametrize("momentum", ["none", "nesterov"])
+@pytest.mark.parametrize("step_size", [0.02, "auto"])
+def test_jacobian_and_matrix_free_solvers_give_the_same_iterates(momentum, step_size):
+    """The materialised-G^T solver runs the same algorithm: same step, objectives, iterates, output."""
+    with jax.enable_x64(True):
+        params, x, unravel, g_vec = make_problem(n=6, seed=10)
+        g = unravel(jnp.asarray(g_vec))
+        mask = np.array([1, 1, 0, 1, 1, 1], np.float64)
+        kw = dict(steps=37, step_size=step_size, mask=mask, momentum=momentum)
+        a = D.simplex_least_squares(mlp, params, x, g, solver="matrix_free", **kw)
+        b = D.simplex_least_squares(mlp, params, x, g, solver="jacobian", **kw)
+        np.testing.assert_allclose(float(a.step_size), float(b.step_size), rtol=1e-10)
+        np.testing.assert_allclose(np.asarray(a.objectives), np.asarray(b.objectives), rtol=1e-9)
+        np.testing.assert_allclose(np.asarray(a.alpha), np.asarray(b.alpha), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(ravel(a.g_alpha), ravel(b.g_alpha), rtol=1e-9, atol=1e-12)
+        pa, _ = D.convex_hull_projection(mlp, params, x, g, smoothing=0.75, solver="matrix_free", **kw)
+        pb, _ = D.convex_hull_projection(mlp, params, x, g, smoothing=0.75, solver="jacobian", **kw)
+        np.testing.assert_allclose(ravel(pa), ravel(pb), rtol=1e-9, atol=1e-12)
+        la = D.estimate_lipschitz(mlp, params, x, mask=mask, iters=15, solver="matrix_free")
+        lb = D.estimate_lipschitz(mlp, params, x, mask=mask, iters=15, solver="jacobian")
+        np.testing.assert_allclose(float(la), float(lb), rtol=1e-10)
+
+
+def test_resolve_solver_by_memory_and_bad_names(monkeypatch):
+    params, _, _, _ = make_problem(n=2, dtype=jnp.float32)
+    d = ravel(params).size
+    assert D.resolve_solver("auto", 8, K, params) == "jacobian"
+    monkeypatch.setattr(D, "JACOBIAN_MAX_BYTES", 4 * 8 * K * d - 1)
+    assert D.resolve_solver("auto", 8, K, params) == "matrix_free"
+    assert D.resolve_solver("auto", 7, K, params) == "jacobian"
+    assert D.resolve_solver("jacobian", 8, K, params) == "jacobian"
+    with pytest.raises(ValueError, match="matrix_free"):
+        D.resolve_solver("dense", 8, K, params)
+    with pytest.raises(ValueError, match="solver"):
+        D.alt_conv(solver="dense")
 
 
 # ------------------------------------------------------------------------------------------
@@ -301,9 +351,10 @@ def test_denoiser_under_outer_jit():
     """Inside a user's jax.jit, loop='auto' falls back to fori; loop='python' refuses."""
     params, x, unravel, g_vec = make_problem(n=5, seed=8, dtype=jnp.float32)
     g = unravel(jnp.asarray(g_vec))
-    den = D.self_conv(steps=12, loop="auto")
-    jitted = jax.jit(lambda p, xx, gg: den(gg, logits_fn=mlp, params=p, x=xx)[0])
-    eager, _ = D.self_conv(steps=12, loop="python")(g, logits_fn=mlp, params=params, x=x)
-    np.testing.assert_allclose(ravel(jitted(params, x, g)), ravel(eager), rtol=1e-5, atol=1e-7)
+    eager, _ = D.self_conv(steps=12, loop="python", solver="matrix_free")(g, logits_fn=mlp, params=params, x=x)
+    for solver in ("matrix_free", "jacobian"):
+        den = D.self_conv(steps=12, loop="auto", solver=solver)
+        jitted = jax.jit(lambda p, xx, gg: den(gg, logits_fn=mlp, params=p, x=xx)[0])
+        np.testing.assert_allclose(ravel(jitted(params, x, g)), ravel(eager), rtol=1e-5, atol=1e-7)
     with pytest.raises(ValueError):
         jax.jit(lambda p, xx, gg: D.self_conv(steps=2, loop="python")(gg, logits_fn=mlp, params=p, x=xx)[0])(params, x, g)

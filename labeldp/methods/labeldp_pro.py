@@ -6,6 +6,9 @@ examples, compatible with amplification), ``self_conv`` / ``self_span`` (the cur
 they break amplification, so they are accounted without it unless the variant is one of
 Table 3's reference-only "w/ AMP" columns, which the record marks not private). Projection
 hyper-parameters: ``proj_steps``, ``proj_step_size`` and the smoothing ``lambda`` (000 D.2).
+Implementation options (same algorithm, recorded in the result's ``details``):
+``projection_momentum`` (``none``: the paper's PGD; ``nesterov``: FISTA) and
+``projection_solver`` (``auto`` | ``matrix_free`` | ``jacobian``, see :mod:`labeldp.denoisers`).
 """
 
 from __future__ import annotations
@@ -47,12 +50,13 @@ def make_denoiser_for(spec: RunSpec):
     name = spec.options.get("denoiser", "alt_conv")
     hp = spec.hparams
     momentum = spec.options.get("projection_momentum", "none")
+    solver = spec.options.get("projection_solver", "auto")
     if name == "alt_conv":
         return denoisers.alt_conv(steps=int(hp["proj_steps"]), step_size=projection_step_size(hp["proj_step_size"]),
-                                  smoothing=float(hp["smoothing"]), momentum=momentum)
+                                  smoothing=float(hp["smoothing"]), momentum=momentum, solver=solver)
     if name == "self_conv":
         return denoisers.self_conv(steps=int(hp["proj_steps"]), step_size=projection_step_size(hp["proj_step_size"]),
-                                   smoothing=float(hp["smoothing"]), momentum=momentum)
+                                   smoothing=float(hp["smoothing"]), momentum=momentum, solver=solver)
     if name == "self_span":
         return denoisers.self_span(iters=int(hp["proj_steps"]))
     raise ValueError(f"unknown denoiser {name!r} in variant {spec.variant!r}; use alt_conv, self_conv or self_span")

@@ -151,6 +151,13 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     else:
         batches = shuffled_batches(n, batch_size=n1, rng=batch_rng, num_batches=steps)
     x_dev, y_dev = jnp.asarray(x_train), jnp.asarray(y_train)
+    projection_solver = None
+    if getattr(denoiser, "solver", None) is not None:
+        from labeldp.denoisers import resolve_solver
+
+        rows = min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1)
+        k = int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1])
+        projection_solver = resolve_solver(denoiser.solver, rows, k, params)
     diverged = False
     losses = []
     t0 = time.perf_counter()
@@ -189,5 +196,6 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         timings={"train_seconds": train_seconds, "seconds_per_epoch": train_seconds / max(steps / steps_per_epoch, 1e-9),
                  "seconds_per_step": train_seconds / steps, "accounting_seconds": accounting_seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,
-                 "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None},
+                 "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None,
+                 "projection_solver": projection_solver},
     )

@@ -69,3 +69,50 @@ def test_denoiser_built_from_the_grid_point():
     assert den.uses_alt_batch and not den.breaks_amplification
     spec2 = RunSpec(**{**spec.__dict__, "options": {"denoiser": "self_conv"}})
     assert make_denoiser_for(spec2).breaks_amplification
+
+
+def test_options_choose_momentum_and_solver():
+    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=7, smoothing=0.8)
+    spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="v", epsilon=1.0, delta=1e-5, seed=0, hparams=hp,
+                   options={"denoiser": "alt_conv", "projection_momentum": "nesterov", "projection_solver": "jacobian"})
+    den = make_denoiser_for(spec)
+    assert (den.momentum, den.solver) == ("nesterov", "jacobian")
+    assert make_denoiser_for(RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv"}})).solver == "auto"
+    with pytest.raises(ValueError, match="solver"):
+        make_denoiser_for(RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "projection_solver": "x"}}))
+
+
+@pytest.mark.parametrize("momentum", ["none", "nesterov"])
+def test_jacobian_solver_matches_matrix_free_on_the_cnn(cnn_problem, momentum):
+    """Materialising G^T row by row is exact for the convolutional model training uses (float32)."""
+    model, params, x, g = cnn_problem
+    mask = jnp.asarray((np.arange(64) % 7 != 3).astype(np.float32))
+    kw = dict(steps=30, step_size="auto", momentum=momentum, mask=mask)
+    a = D.simplex_least_squares(model.logits, params, x, g, solver="matrix_free", **kw)
+    b = D.simplex_least_squares(model.logits, params, x, g, solver="jacobian", **kw)
+    np.testing.assert_allclose(float(a.step_size), float(b.step_size), rtol=1e-4)
+    np.testing.assert_allclose(np.asarray(a.objectives), np.asarray(b.objectives), rtol=1e-4)
+    assert _cos(a.g_alpha, b.g_alpha) > 1 - 1e-6
+    assert float(b.objectives[-1]) < 0.5 * float(b.initial_objective)
+
+
+def test_training_records_the_solver_and_both_solvers_train_alike():
+    """A whole (tiny) LabelDP-Pro run: the record names the solver, and the two solvers, which
+    run the same algorithm, end at the same loss up to float32 rounding."""
+    from labeldp.methods import labeldp_pro
+    from tests.baselines.test_label_baselines import _fake_data
+
+    data = _fake_data(n_train=192, n_test=64)
+    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5,
+              smoothing=0.75)
+    runs = {}
+    for solver in ("matrix_free", "jacobian"):
+        spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="default", epsilon=1.0, delta=1e-5, seed=1,
+                       hparams=hp, options={"denoiser": "alt_conv", "alt_batch_size": 16, "projection_solver": solver})
+        runs[solver] = labeldp_pro.run(data, spec)
+        assert runs[solver].details["projection_solver"] == solver
+    a, b = runs["matrix_free"], runs["jacobian"]
+    assert a.privacy.epsilon == b.privacy.epsilon and a.privacy.valid
+    np.testing.assert_allclose(a.metrics["final_train_loss"], b.metrics["final_train_loss"], rtol=1e-3)
+    spec_auto = RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "alt_batch_size": 16}})
+    assert labeldp_pro.run(data, spec_auto).details["projection_solver"] == "jacobian"  # 160 x 15,210 floats
