@@ -51,8 +51,9 @@ class, the cost of about K per-example-gradient batches) and then each iteration
 matrix-vector products; the iterates are the same up to floating-point rounding (tested). For a
 convolutional network a matrix-vector product with ``G^T`` is far cheaper than a JVP through
 the convolutions, so ``jacobian`` wins whenever the matrix fits in memory and more than a few
-iterations run (``benchmarks/bench_step.py``). ``solver="auto"`` picks ``jacobian`` when the
-matrix takes at most ``JACOBIAN_MAX_BYTES`` and ``matrix_free`` otherwise. Materialising row by
+iterations run (``benchmarks/bench_projection_solver.py``). ``solver="auto"`` picks ``jacobian``
+when the matrix takes at most ``JACOBIAN_MAX_BYTES`` and at least ``JACOBIAN_MIN_STEPS``
+iterations run, ``matrix_free`` otherwise. Materialising row by
 row assumes ``f`` treats examples independently (no batch statistics), which DP-SGD's
 per-example clipping assumes already.
 
@@ -112,6 +113,11 @@ SolverKind = Literal["auto", "matrix_free", "jacobian"]
 
 JACOBIAN_MAX_BYTES = 2 * 1024**3
 """``solver="auto"`` materialises ``G^T`` only when it takes at most this many bytes (2 GiB)."""
+
+JACOBIAN_MIN_STEPS = 50
+"""``solver="auto"`` materialises ``G^T`` only for at least this many projection iterations:
+building it costs about as much as 20-45 matrix-free iterations on the MNIST CNN (CPU, n2 =
+128-1024, ``benchmarks/results/projection_solver_cpu.md``), each later iteration 2.5-4.5x less."""
 
 _tree_map = jax.tree_util.tree_map
 
@@ -203,15 +209,19 @@ def _n_params(params: PyTree) -> int:
     return int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params)))
 
 
-def resolve_solver(solver: SolverKind, n: int, k: int, params: PyTree) -> Literal["matrix_free", "jacobian"]:
+def resolve_solver(
+    solver: SolverKind, n: int, k: int, params: PyTree, steps: int
+) -> Literal["matrix_free", "jacobian"]:
     """Resolves ``solver="auto"``: ``jacobian`` when the (n*k, d) float32 matrix ``G^T`` takes at
-    most :data:`JACOBIAN_MAX_BYTES`, else ``matrix_free``.
+    most :data:`JACOBIAN_MAX_BYTES` and at least :data:`JACOBIAN_MIN_STEPS` iterations run, else
+    ``matrix_free``.
 
     Args:
       solver: ``"auto"``, ``"matrix_free"`` or ``"jacobian"``.
       n: rows of the batch projected onto (padding rows included).
       k: number of classes.
       params: model parameters (their total size d).
+      steps: projection iterations per call.
 
     Returns:
       ``"matrix_free"`` or ``"jacobian"``.
@@ -219,7 +229,8 @@ def resolve_solver(solver: SolverKind, n: int, k: int, params: PyTree) -> Litera
     if solver not in ("auto", "matrix_free", "jacobian"):
         raise ValueError(f"projection solver must be 'auto', 'matrix_free' or 'jacobian', got {solver!r}")
     if solver == "auto":
-        return "jacobian" if 4 * int(n) * int(k) * _n_params(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
+        fits = 4 * int(n) * int(k) * _n_params(params) <= JACOBIAN_MAX_BYTES
+        return "jacobian" if fits and int(steps) >= JACOBIAN_MIN_STEPS else "matrix_free"
     return solver
 
 
@@ -554,7 +565,7 @@ def estimate_lipschitz(
     """
     mask = None if mask is None else jnp.asarray(mask, jnp.float32)
     n, k = jax.eval_shape(f, params, x).shape
-    if resolve_solver(solver, n, k, params) == "jacobian":
+    if resolve_solver(solver, n, k, params, iters) == "jacobian":
         jt = _jacobian_rows(f, params, x, mask)
         return _lipschitz_jacobian(jt, mask, n=n, k=k, iters=int(iters))
     if resolve_loop(loop, params, x, mask) == "fori":
@@ -693,7 +704,7 @@ def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, mom
     if isinstance(step_size, str) and step_size != "auto":
         raise ValueError(f"step_size must be a float or 'auto', got {step_size!r}")
     steps = int(steps)
-    if resolve_solver(solver, n, k, params) == "jacobian":
+    if resolve_solver(solver, n, k, params, steps) == "jacobian":
         jt = _jacobian_rows(f, params, x, mask)
         g_flat, unravel = jax.flatten_util.ravel_pytree(g)
         if step_size == "auto":
@@ -873,7 +884,7 @@ class _ConvBase(Denoiser):
     solver: SolverKind = "auto"
 
     def __post_init__(self):
-        resolve_solver(self.solver, 1, 1, {})  # validates the name
+        resolve_solver(self.solver, 1, 1, {}, 0)  # validates the name
 
     def host_loop(self, *trees: PyTree) -> bool:
         return resolve_loop(self.loop, *trees) == "python"

@@ -152,6 +152,19 @@ def dataset_cfg(config: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
 RAW_SUBDIRS = {"official": "raw", "standin": "standin"}
 
 
+def raw_root(data_dir: str | Path, source: str) -> str:
+    """The directory holding one subdirectory of raw files per dataset for ``source``
+    (``<data_dir>/raw`` or ``<data_dir>/standin``); ``raw_dir`` is ``raw_root / dataset``.
+
+    Args:
+      data_dir: the config's ``data_dir``.
+      source: ``official`` or ``standin``.
+    """
+    if source not in RAW_SUBDIRS:
+        raise ValueError(f"source must be one of {sorted(RAW_SUBDIRS)}, got {source!r}")
+    return str(Path(data_dir) / RAW_SUBDIRS[source])
+
+
 def raw_dir(data_dir: str | Path, dataset: str, source: str) -> str:
     """Where the raw files of ``dataset`` live: ``<data_dir>/raw/<dataset>`` for the official
     files (fetch rule), ``<data_dir>/standin/<dataset>`` for the synthetic stand-ins
@@ -162,9 +175,7 @@ def raw_dir(data_dir: str | Path, dataset: str, source: str) -> str:
       dataset: dataset id.
       source: ``official`` or ``standin``.
     """
-    if source not in RAW_SUBDIRS:
-        raise ValueError(f"source must be one of {sorted(RAW_SUBDIRS)}, got {source!r}")
-    return str(Path(data_dir) / RAW_SUBDIRS[source] / dataset)
+    return str(Path(raw_root(data_dir, source)) / dataset)
 
 
 def data_source(config: Mapping[str, Any], dataset: str) -> str:

@@ -90,15 +90,25 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def git_revision(repo_dir: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The git commit of the code that ran, and whether the work tree had changes."""
+def git_revision(repo_dir: str | os.PathLike | None = None, *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The git commit of the code that ran, and whether the work tree had changes.
+
+    Args:
+      repo_dir: the checkout (default: the one this package is in).
+      exclude: paths relative to the checkout whose changes do not count as dirty, e.g. the
+        report directory a table build is itself rewriting.
+
+    Returns:
+      ``{"commit": ..., "dirty": ...}`` (from ``LABELDP_GIT_REVISION`` without ``.git``).
+    """
     cwd = Path(repo_dir) if repo_dir else Path(__file__).resolve().parents[1]
+    pathspec = ["--", "."] + [f":(exclude){p}" for p in exclude] if exclude else []
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
         )
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", *pathspec],
             cwd=cwd,
             capture_output=True,
             text=True,

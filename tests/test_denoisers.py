@@ -296,13 +296,16 @@ def test_jacobian_and_matrix_free_solvers_give_the_same_iterates(momentum, step_
 def test_resolve_solver_by_memory_and_bad_names(monkeypatch):
     params, _, _, _ = make_problem(n=2, dtype=jnp.float32)
     d = ravel(params).size
-    assert D.resolve_solver("auto", 8, K, params) == "jacobian"
+    many, few = D.JACOBIAN_MIN_STEPS, D.JACOBIAN_MIN_STEPS - 1
+    assert D.resolve_solver("auto", 8, K, params, many) == "jacobian"
+    assert D.resolve_solver("auto", 8, K, params, few) == "matrix_free"  # building G^T would not pay off
     monkeypatch.setattr(D, "JACOBIAN_MAX_BYTES", 4 * 8 * K * d - 1)
-    assert D.resolve_solver("auto", 8, K, params) == "matrix_free"
-    assert D.resolve_solver("auto", 7, K, params) == "jacobian"
-    assert D.resolve_solver("jacobian", 8, K, params) == "jacobian"
+    assert D.resolve_solver("auto", 8, K, params, many) == "matrix_free"
+    assert D.resolve_solver("auto", 7, K, params, many) == "jacobian"
+    assert D.resolve_solver("jacobian", 8, K, params, few) == "jacobian"
+    assert D.resolve_solver("matrix_free", 7, K, params, many) == "matrix_free"
     with pytest.raises(ValueError, match="matrix_free"):
-        D.resolve_solver("dense", 8, K, params)
+        D.resolve_solver("dense", 8, K, params, many)
     with pytest.raises(ValueError, match="solver"):
         D.alt_conv(solver="dense")
 

@@ -134,6 +134,10 @@ def test_raw_dir_is_the_layout_of_the_fetch_and_standin_rules(tmp_path):
     assert plan.raw_dir("data", "kmnist", "standin") == str(Path("data") / "standin" / "kmnist")
     with pytest.raises(ValueError, match="source must be one of"):
         plan.raw_dir("data", "mnist", "mirror")
+    for source in ("official", "standin"):  # the fetch rules write into raw_root/<dataset>
+        assert str(Path(plan.raw_root("data", source)) / "mnist") == plan.raw_dir("data", "mnist", source)
+    with pytest.raises(ValueError, match="source must be one of"):
+        plan.raw_root("data", "mirror")
     cfg = {"datasets": {"kmnist": {"standin": True}, "mnist": {"standin": False}}}
     assert plan.data_source(cfg, "kmnist") == "standin"
     assert plan.data_source(cfg, "mnist") == "official"

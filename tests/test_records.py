@@ -106,3 +106,23 @@ def test_runner_takes_the_revision_before_training(tmp_path, monkeypatch):
     rec = records.read_record(out)
     assert rec["environment"]["git"]["commit"] == "start"
     assert rec["environment"]["git_at_write"]["commit"] == "later"
+
+
+def test_git_revision_can_ignore_the_report_being_rebuilt(tmp_path):
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "reports" / "r1").mkdir(parents=True)
+    (tmp_path / "reports" / "r1" / "t.md").write_text("old\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "init")
+    assert records.git_revision(tmp_path)["dirty"] is False
+    (tmp_path / "reports" / "r1" / "t.md").write_text("rebuilt\n")
+    assert records.git_revision(tmp_path)["dirty"] is True
+    assert records.git_revision(tmp_path, exclude=("reports/r1",))["dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert records.git_revision(tmp_path, exclude=("reports/r1",))["dirty"] is True

@@ -157,7 +157,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
 
         rows = min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1)
         k = int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1])
-        projection_solver = resolve_solver(denoiser.solver, rows, k, params)
+        projection_solver = resolve_solver(denoiser.solver, rows, k, params, denoiser.steps)
     diverged = False
     losses = []
     t0 = time.perf_counter()

@@ -239,7 +239,8 @@ def header_lines(res: TableResult) -> list[str]:
     cfg = res.config
     tcfg = cfg["tables"][res.table]
     recs = res.records_used
-    git = records.git_revision()
+    # the build rewrites its own report files in the checkout: those changes are not code changes
+    git = records.git_revision(exclude=tuple(str(cfg[k]) for k in ("reports_dir", "results_dir") if cfg.get(k)))
     hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
     rec_revs = sorted({str((r["environment"].get("git") or {}).get("commit")) for r in recs})
     options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
@@ -250,7 +251,7 @@ def header_lines(res: TableResult) -> list[str]:
     grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]
     lines = [
         f"- generated: {records.now_utc()}",
-        f"- git revision: {git['commit']}{' (dirty tree)' if git['dirty'] else ''}",
+        f"- git revision: {git['commit']}{' (dirty tree: uncommitted code or config changes)' if git['dirty'] else ''}",
         f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
         + ", ".join(f"{k}={v}" for k, v in grid.items()) + ")",
         f"- seeds: {cfg['seeds']}; epochs run: {epochs or '-'}",

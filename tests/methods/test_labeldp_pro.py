@@ -115,4 +115,6 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     assert a.privacy.epsilon == b.privacy.epsilon and a.privacy.valid
     np.testing.assert_allclose(a.metrics["final_train_loss"], b.metrics["final_train_loss"], rtol=1e-3)
     spec_auto = RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "alt_batch_size": 16}})
-    assert labeldp_pro.run(data, spec_auto).details["projection_solver"] == "jacobian"  # 160 x 15,210 floats
+    assert labeldp_pro.run(data, spec_auto).details["projection_solver"] == "matrix_free"  # 5 steps: too few
+    spec_many = RunSpec(**{**spec_auto.__dict__, "hparams": {**hp, "proj_steps": D.JACOBIAN_MIN_STEPS}})
+    assert labeldp_pro.run(data, spec_many).details["projection_solver"] == "jacobian"  # 160 x 15,210 floats

@@ -13,7 +13,7 @@ rule fetch:
         mirror=lambda wc: _plan.data_mirror(config) or "",
         census=config.get("census_path", ""),
         sha=lambda wc: (config["datasets"].get(wc.dataset) or {}).get("pinned_sha256") or "",
-        raw_root=lambda wc: os.path.dirname(_plan.raw_dir(DATA, wc.dataset, "official")),
+        raw_root=_plan.raw_root(DATA, "official"),
     conda:
         "../../envs/labeldp.yaml"
     shell:
@@ -28,7 +28,7 @@ rule make_standin:
     log:
         f"{LOGS}/fetch/{{dataset}}-standin.log",
     params:
-        standin_root=lambda wc: os.path.dirname(_plan.raw_dir(DATA, wc.dataset, "standin")),
+        standin_root=_plan.raw_root(DATA, "standin"),
     conda:
         "../../envs/labeldp.yaml"
     shell:
