@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from labeldp.methods.base import PrivacyOutcome, RunSpec
+from labeldp.methods.base import PrivacyOutcome, RunSpec, check_options  # noqa: F401 (re-exported)
 
 __all__ = [
     "STREAM_RANDOMIZED_RESPONSE",
@@ -66,15 +66,6 @@ def require_private(spec: RunSpec, name: str) -> float:
     if not (eps > 0 and math.isfinite(eps)):
         raise ValueError(f"{name}: epsilon must be a positive finite float, got {spec.epsilon!r}")
     return eps
-
-
-def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:
-    """Refuses method options this module does not implement (e.g. Table 7's
-    ``examples_per_user`` for ``rr``), instead of silently ignoring them."""
-    unknown = sorted(set(spec.options) - set(allowed))
-    if unknown:
-        raise ValueError(f"{name} does not implement options {unknown} (variant {spec.variant!r}); "
-                         f"supported options: {list(allowed) or 'none'}")
 
 
 def pure_label_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:

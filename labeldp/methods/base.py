@@ -136,3 +136,12 @@ class MethodResult:
     privacy: PrivacyOutcome
     timings: Mapping[str, float]
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:
+    """Refuses method options this module does not implement (e.g. Table 7's
+    ``examples_per_user`` for ``rr``), instead of silently ignoring them."""
+    unknown = sorted(set(spec.options) - set(allowed))
+    if unknown:
+        raise ValueError(f"{name} does not implement options {unknown} (variant {spec.variant!r}); "
+                         f"supported options: {list(allowed) or 'none'}")

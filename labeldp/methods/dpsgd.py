@@ -7,11 +7,12 @@ accountant (Poisson subsampled Gaussian, PLD by default) for the whole run; see
 
 from __future__ import annotations
 
-from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.base import MethodResult, RunSpec, check_options
 
 NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image",)
+OPTIONS = ("amplification",)
 
 
 def run(data, spec: RunSpec) -> MethodResult:
@@ -19,4 +20,5 @@ def run(data, spec: RunSpec) -> MethodResult:
     from labeldp.denoisers import noop
     from labeldp.methods.private_training import train_private
 
+    check_options(spec, OPTIONS, NAME)
     return train_private(data, spec, denoiser=noop(), desc=f"dpsgd eps={spec.epsilon}")

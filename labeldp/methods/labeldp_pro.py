@@ -13,11 +13,12 @@ Implementation options (same algorithm, recorded in the result's ``details``):
 
 from __future__ import annotations
 
-from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.base import MethodResult, RunSpec, check_options
 
 NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
 DATASET_KINDS = ("image",)
+OPTIONS = ("denoiser", "amplification", "alt_batch_size", "projection_momentum", "projection_solver")
 
 
 def projection_step_size(value) -> float | str:
@@ -47,6 +48,7 @@ def make_denoiser_for(spec: RunSpec):
     """The denoiser a run's options and hyper-parameters describe."""
     from labeldp import denoisers
 
+    check_options(spec, OPTIONS, NAME)
     name = spec.options.get("denoiser", "alt_conv")
     hp = spec.hparams
     momentum = spec.options.get("projection_momentum", "none")

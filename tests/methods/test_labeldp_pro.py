@@ -118,3 +118,20 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     assert labeldp_pro.run(data, spec_auto).details["projection_solver"] == "matrix_free"  # 5 steps: too few
     spec_many = RunSpec(**{**spec_auto.__dict__, "hparams": {**hp, "proj_steps": D.JACOBIAN_MIN_STEPS}})
     assert labeldp_pro.run(data, spec_many).details["projection_solver"] == "jacobian"  # 160 x 15,210 floats
+
+
+def test_unknown_options_are_refused_not_ignored():
+    """A misspelt or unsupported variant option (e.g. Table 7's examples_per_user, not implemented
+    for image DP-SGD) stops the run with the supported list instead of being silently ignored."""
+    from labeldp.methods import dpsgd, labeldp_pro
+    from tests.baselines.test_label_baselines import _fake_data
+
+    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5,
+              smoothing=0.75)
+    data = _fake_data(n_train=64, n_test=16)
+    for module, options in ((labeldp_pro, {"denoiser": "alt_conv", "projection_momentun": "nesterov"}),
+                            (dpsgd, {"examples_per_user": 2})):
+        spec = RunSpec(dataset="mnist", method=module.NAME, variant="v", epsilon=1.0, delta=1e-5, seed=0,
+                       hparams=hp, options=options)
+        with pytest.raises(ValueError, match="does not implement options"):
+            module.run(data, spec)
