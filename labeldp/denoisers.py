@@ -50,8 +50,8 @@ call as an (nK, d) matrix (the per-example per-class gradients, one reverse pass
 class, the cost of about K per-example-gradient batches) and then each iteration is two dense
 matrix-vector products; the iterates are the same up to floating-point rounding (tested). For a
 convolutional network a matrix-vector product with ``G^T`` is far cheaper than a JVP through
-the convolutions, so ``jacobian`` wins whenever the matrix fits in memory and more than a few
-iterations run (``benchmarks/bench_projection_solver.py``). ``solver="auto"`` picks ``jacobian``
+the convolutions, so ``jacobian`` wins when the matrix fits in memory and more than about 40
+iterations run (measured on the MNIST CNN on a CPU: ``benchmarks/bench_projection_solver.py``). ``solver="auto"`` picks ``jacobian``
 when the matrix takes at most ``JACOBIAN_MAX_BYTES`` and at least ``JACOBIAN_MIN_STEPS``
 iterations run, ``matrix_free`` otherwise. Materialising row by
 row assumes ``f`` treats examples independently (no batch statistics), which DP-SGD's
@@ -90,6 +90,8 @@ __all__ = [
     "resolve_solver",
     "jacobian_matrix",
     "JACOBIAN_MAX_BYTES",
+    "JACOBIAN_MIN_STEPS",
+    "SolverKind",
     "Denoiser",
     "NoOp",
     "SelfSpan",
@@ -116,8 +118,9 @@ JACOBIAN_MAX_BYTES = 2 * 1024**3
 
 JACOBIAN_MIN_STEPS = 50
 """``solver="auto"`` materialises ``G^T`` only for at least this many projection iterations:
-building it costs about as much as 20-45 matrix-free iterations on the MNIST CNN (CPU, n2 =
-128-1024, ``benchmarks/results/projection_solver_cpu.md``), each later iteration 2.5-4.5x less."""
+building it costs about as much as 22-36 matrix-free iterations, each later iteration is 2.5-4.5x
+cheaper (MNIST CNN on the 2-core CPU, n2 = 128-1024, FISTA with the ``auto`` step,
+``benchmarks/results/projection_solver_cpu.md``; not measured on a GPU or for the CIFAR CNN)."""
 
 _tree_map = jax.tree_util.tree_map
 
@@ -205,16 +208,18 @@ def _linear_maps(f: LogitsFn, params: PyTree, x: jax.Array, mask: jax.Array | No
     return _LinearMaps(gt=jvp_fn, g=lambda u: transpose(u)[0])
 
 
-def _n_params(params: PyTree) -> int:
-    return int(sum(leaf.size for leaf in jax.tree_util.tree_leaves(params)))
+def _param_bytes(params: PyTree) -> int:
+    return int(sum(leaf.size * jnp.dtype(leaf.dtype).itemsize for leaf in jax.tree_util.tree_leaves(params)))
 
 
 def resolve_solver(
     solver: SolverKind, n: int, k: int, params: PyTree, steps: int
 ) -> Literal["matrix_free", "jacobian"]:
-    """Resolves ``solver="auto"``: ``jacobian`` when the (n*k, d) float32 matrix ``G^T`` takes at
-    most :data:`JACOBIAN_MAX_BYTES` and at least :data:`JACOBIAN_MIN_STEPS` iterations run, else
-    ``matrix_free``.
+    """Resolves ``solver="auto"``: ``jacobian`` when the (n*k, d) matrix ``G^T`` (in the
+    parameters' dtype) takes at most :data:`JACOBIAN_MAX_BYTES` and at least
+    :data:`JACOBIAN_MIN_STEPS` iterations run, else ``matrix_free``. Building it briefly holds
+    about twice the matrix (the per-leaf Jacobians and their concatenation). The choice depends
+    on shapes only, never on data.
 
     Args:
       solver: ``"auto"``, ``"matrix_free"`` or ``"jacobian"``.
@@ -229,7 +234,7 @@ def resolve_solver(
     if solver not in ("auto", "matrix_free", "jacobian"):
         raise ValueError(f"projection solver must be 'auto', 'matrix_free' or 'jacobian', got {solver!r}")
     if solver == "auto":
-        fits = 4 * int(n) * int(k) * _n_params(params) <= JACOBIAN_MAX_BYTES
+        fits = int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES
         return "jacobian" if fits and int(steps) >= JACOBIAN_MIN_STEPS else "matrix_free"
     return solver
 
@@ -557,7 +562,9 @@ def estimate_lipschitz(
     Args:
       f: logits function. params: parameters. x: inputs (n, ...). mask: optional (n,) 0/1.
       iters: power iterations.
-      loop, chunk, solver: as in :func:`simplex_least_squares`.
+      loop, chunk: as in :func:`simplex_least_squares`.
+      solver: as in :func:`simplex_least_squares`, but the default here is ``"matrix_free"``
+        (no matrix is built for a one-off estimate).
 
     Returns:
       Scalar estimate (from below; :func:`simplex_least_squares` with ``step_size="auto"``

@@ -95,14 +95,22 @@ def git_revision(repo_dir: str | os.PathLike | None = None, *, exclude: tuple[st
 
     Args:
       repo_dir: the checkout (default: the one this package is in).
-      exclude: paths relative to the checkout whose changes do not count as dirty, e.g. the
-        report directory a table build is itself rewriting.
+      exclude: paths (absolute, or relative to the working directory) whose changes do not
+        count as dirty, e.g. the report directory a table build is itself rewriting; paths
+        outside the checkout are ignored.
 
     Returns:
-      ``{"commit": ..., "dirty": ...}`` (from ``LABELDP_GIT_REVISION`` without ``.git``).
+      ``{"commit": ..., "dirty": ...}``; ``dirty`` is None when git cannot tell (from
+      ``LABELDP_GIT_REVISION`` without ``.git``).
     """
     cwd = Path(repo_dir) if repo_dir else Path(__file__).resolve().parents[1]
-    pathspec = ["--", "."] + [f":(exclude){p}" for p in exclude] if exclude else []
+    inside = []
+    for p in exclude:  # relative paths are relative to the process's working directory
+        try:
+            inside.append(str((Path.cwd() / p).resolve().relative_to(cwd.resolve())))
+        except ValueError:
+            continue  # outside this checkout: its changes are not seen by git status anyway
+    pathspec = ["--", "."] + [f":(exclude){p}" for p in inside] if inside else []
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
@@ -116,6 +124,8 @@ def git_revision(repo_dir: str | os.PathLike | None = None, *, exclude: tuple[st
         )
         if rev.returncode != 0:
             return _revision_from_env()
+        if dirty.returncode != 0:  # unknown, never reported as clean
+            return {"commit": rev.stdout.strip(), "dirty": None}
         return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return _revision_from_env()

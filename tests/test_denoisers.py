@@ -304,6 +304,10 @@ def test_resolve_solver_by_memory_and_bad_names(monkeypatch):
     assert D.resolve_solver("auto", 7, K, params, many) == "jacobian"
     assert D.resolve_solver("jacobian", 8, K, params, few) == "jacobian"
     assert D.resolve_solver("matrix_free", 7, K, params, many) == "matrix_free"
+    with jax.enable_x64(True):  # float64 parameters take twice the bytes
+        params64, _, _, _ = make_problem(n=2, dtype=jnp.float64)
+        assert D.resolve_solver("auto", 4, K, params64, many) == "matrix_free"
+        assert D.resolve_solver("auto", 3, K, params64, many) == "jacobian"
     with pytest.raises(ValueError, match="matrix_free"):
         D.resolve_solver("dense", 8, K, params, many)
     with pytest.raises(ValueError, match="solver"):

@@ -119,6 +119,9 @@ def test_private_runs_carry_delta_and_nonprivate_delta_zero(monkeypatch):
         (lambda c: c.__setitem__("grid", "huge"), "grid"),
         (lambda c: c.__setitem__("sedes", [0]), "sedes"),
         (lambda c: c["datasets"].__setitem__("svhn", {}), "datasets"),
+        (lambda c: c["tables"].__setitem__("scorecard", dict(c["tables"]["table2"])), "tables"),
+        (lambda c: c["tables"].__setitem__("fetch_mnist", dict(c["tables"]["table2"])), "tables"),
+        (lambda c: c["tables"].__setitem__("table 2", dict(c["tables"]["table2"])), "tables"),
     ],
 )
 def test_bad_config_names_the_key(mutate, key):
@@ -127,6 +130,12 @@ def test_bad_config_names_the_key(mutate, key):
     with pytest.raises(ConfigError) as err:
         validate_config(cfg, SCHEMA)
     assert key in str(err.value)
+
+
+def test_a_config_may_add_its_own_table():
+    cfg = repo_config()
+    cfg["tables"]["ablation_mnist"] = dict(cfg["tables"]["table5_mnist"], claims=[])
+    validate_config(cfg, SCHEMA)
 
 
 def test_raw_dir_is_the_layout_of_the_fetch_and_standin_rules(tmp_path):

@@ -108,7 +108,7 @@ def test_runner_takes_the_revision_before_training(tmp_path, monkeypatch):
     assert rec["environment"]["git_at_write"]["commit"] == "later"
 
 
-def test_git_revision_can_ignore_the_report_being_rebuilt(tmp_path):
+def test_git_revision_can_ignore_the_report_being_rebuilt(tmp_path, monkeypatch):
     import subprocess
 
     def git(*args):
@@ -120,9 +120,29 @@ def test_git_revision_can_ignore_the_report_being_rebuilt(tmp_path):
     (tmp_path / "code.py").write_text("x = 1\n")
     git("add", "-A")
     git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "init")
+    monkeypatch.chdir(tmp_path)  # relative exclusions are relative to the working directory
     assert records.git_revision(tmp_path)["dirty"] is False
     (tmp_path / "reports" / "r1" / "t.md").write_text("rebuilt\n")
     assert records.git_revision(tmp_path)["dirty"] is True
     assert records.git_revision(tmp_path, exclude=("reports/r1",))["dirty"] is False
+    assert records.git_revision(tmp_path, exclude=(str(tmp_path / "reports" / "r1"),))["dirty"] is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert records.git_revision(tmp_path, exclude=("reports/r1",))["dirty"] is True
+    # excluded paths outside the checkout must not make a dirty tree look clean
+    assert records.git_revision(tmp_path, exclude=("/elsewhere/results", "../results"))["dirty"] is True
+
+
+def test_git_revision_unknown_state_is_not_clean(tmp_path, monkeypatch):
+    import subprocess
+
+    real_run = subprocess.run
+
+    def failing_status(cmd, *a, **kw):
+        out = real_run(cmd, *a, **kw)
+        if cmd[:2] == ["git", "status"]:
+            return subprocess.CompletedProcess(cmd, 128, "", "fatal: bad pathspec")
+        return out
+
+    monkeypatch.setattr(subprocess, "run", failing_status)
+    rev = records.git_revision()
+    assert rev["commit"] and rev["dirty"] is None

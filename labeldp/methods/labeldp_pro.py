@@ -19,6 +19,11 @@ NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
 DATASET_KINDS = ("image",)
 OPTIONS = ("denoiser", "amplification", "alt_batch_size", "projection_momentum", "projection_solver")
+_DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
+    "alt_conv": OPTIONS,
+    "self_conv": ("denoiser", "amplification", "projection_momentum", "projection_solver"),
+    "self_span": ("denoiser", "amplification"),
+}
 
 
 def projection_step_size(value) -> float | str:
@@ -48,8 +53,10 @@ def make_denoiser_for(spec: RunSpec):
     """The denoiser a run's options and hyper-parameters describe."""
     from labeldp import denoisers
 
-    check_options(spec, OPTIONS, NAME)
     name = spec.options.get("denoiser", "alt_conv")
+    if name not in _DENOISER_OPTIONS:
+        raise ValueError(f"unknown denoiser {name!r} in variant {spec.variant!r}; use alt_conv, self_conv or self_span")
+    check_options(spec, _DENOISER_OPTIONS[name], f"{NAME} with denoiser {name}")
     hp = spec.hparams
     momentum = spec.options.get("projection_momentum", "none")
     solver = spec.options.get("projection_solver", "auto")

@@ -251,7 +251,8 @@ def header_lines(res: TableResult) -> list[str]:
     grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]
     lines = [
         f"- generated: {records.now_utc()}",
-        f"- git revision: {git['commit']}{' (dirty tree: uncommitted code or config changes)' if git['dirty'] else ''}",
+        f"- git revision: {git['commit']}"
+        + {True: " (dirty tree: uncommitted code or config changes)", None: " (tree state unknown)"}.get(git["dirty"], ""),
         f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
         + ", ".join(f"{k}={v}" for k, v in grid.items()) + ")",
         f"- seeds: {cfg['seeds']}; epochs run: {epochs or '-'}",

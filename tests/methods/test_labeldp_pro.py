@@ -135,3 +135,10 @@ def test_unknown_options_are_refused_not_ignored():
                        hparams=hp, options=options)
         with pytest.raises(ValueError, match="does not implement options"):
             module.run(data, spec)
+    # options one denoiser uses are refused for a denoiser that would ignore them
+    for options in ({"denoiser": "self_span", "projection_solver": "jacobian"},
+                    {"denoiser": "self_conv", "alt_batch_size": 16}):
+        spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="v", epsilon=1.0, delta=1e-5, seed=0,
+                       hparams=hp, options=options)
+        with pytest.raises(ValueError, match=f"denoiser {options['denoiser']} does not implement options"):
+            make_denoiser_for(spec)
