@@ -18,6 +18,23 @@ def test_default_and_profile_configs_are_valid():
         validate_config(repo_config(*extra), SCHEMA)
 
 
+@pytest.mark.parametrize("files", [("cpu_report.yaml",), ("gpu_report.yaml",),
+                                   ("gpu_report.yaml", "gpu_report_ablation.yaml")])
+def test_dated_report_configs_are_valid_and_plan(files):
+    """The committed report configs validate and plan; the ablation's FISTA column lands on the
+    committed ablation records' paths."""
+    from labeldp.config import load_workflow_config
+
+    cfg = load_workflow_config(*(REPO / "workflow/config" / f for f in files))
+    runs = plan.all_runs(cfg)
+    assert runs
+    if "gpu_report_ablation.yaml" in files:
+        fista = [p for p in runs if "/labeldp_pro/altconv_fista/eps0.1/" in p and p.endswith("seed0.json")]
+        assert fista == ["reports/gpu-2026-11-22/ablation/results/mnist/labeldp_pro/altconv_fista/eps0.1/"
+                         "bs1024-C5.0-ep10-lr0.2-pssauto-ps100-lam0.75/seed0.json"]
+        assert (REPO / fista[0]).exists()
+
+
 def test_hp_id_is_readable_and_order_independent():
     assert plan.hp_id({"learning_rate": 0.1, "epochs": 10}) == plan.hp_id({"epochs": 10, "learning_rate": 0.1})
     assert plan.hp_id({"learning_rate": 0.1, "epochs": 10, "batch_size": 1024}) == "bs1024-ep10-lr0.1"
