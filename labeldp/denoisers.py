@@ -92,6 +92,7 @@ __all__ = [
     "JACOBIAN_MAX_BYTES",
     "JACOBIAN_MIN_STEPS",
     "SolverKind",
+    "SOLVERS",
     "Denoiser",
     "NoOp",
     "SelfSpan",
@@ -112,6 +113,7 @@ argument of the jitted kernels), e.g. ``ModelSpec.logits`` or a module-level fun
 
 LoopKind = Literal["auto", "fori", "python"]
 SolverKind = Literal["auto", "matrix_free", "jacobian"]
+SOLVERS = ("auto", "matrix_free", "jacobian")
 
 JACOBIAN_MAX_BYTES = 2 * 1024**3
 """``solver="auto"`` materialises ``G^T`` only when it takes at most this many bytes (2 GiB)."""
@@ -212,6 +214,11 @@ def _param_bytes(params: PyTree) -> int:
     return int(sum(leaf.size * jnp.dtype(leaf.dtype).itemsize for leaf in jax.tree_util.tree_leaves(params)))
 
 
+def _check_solver(solver: str) -> None:
+    if solver not in SOLVERS:
+        raise ValueError(f"projection solver must be one of {list(SOLVERS)}, got {solver!r}")
+
+
 def resolve_solver(
     solver: SolverKind, n: int, k: int, params: PyTree, steps: int
 ) -> Literal["matrix_free", "jacobian"]:
@@ -231,8 +238,7 @@ def resolve_solver(
     Returns:
       ``"matrix_free"`` or ``"jacobian"``.
     """
-    if solver not in ("auto", "matrix_free", "jacobian"):
-        raise ValueError(f"projection solver must be 'auto', 'matrix_free' or 'jacobian', got {solver!r}")
+    _check_solver(solver)
     if solver == "auto":
         fits = int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES
         return "jacobian" if fits and int(steps) >= JACOBIAN_MIN_STEPS else "matrix_free"
@@ -515,23 +521,31 @@ def _power_step(maps: _LinearMaps, u: jax.Array) -> tuple[jax.Array, jax.Array]:
     return w / jnp.maximum(jnp.linalg.norm(w), 1e-30), lam
 
 
-def _power_start(f, params, x, mask):
-    s = jax.eval_shape(lambda p: per_class_losses(f, p, x, mask), params)
-    u = jnp.ones(s.shape, s.dtype)
+def _unit_start(shape, dtype, mask) -> jax.Array:
+    """The power iteration's start: uniform over the real rows, unit norm."""
+    u = jnp.ones(shape, dtype)
     if mask is not None:
         u = u * mask[:, None]
     return u / jnp.linalg.norm(u)
 
 
+def _power_start(f, params, x, mask):
+    s = jax.eval_shape(lambda p: per_class_losses(f, p, x, mask), params)
+    return _unit_start(s.shape, s.dtype, mask)
+
+
 _power_start_jit = jax.jit(_power_start, static_argnames=("f",))
+
+
+def _power_loop(maps: _LinearMaps, u: jax.Array, iters: int) -> jax.Array:
+    """``2 lambda_max(G^T G)`` after ``iters`` power iterations from ``u`` (one ``fori_loop``)."""
+    _, lam = jax.lax.fori_loop(0, iters, lambda _, c: _power_step(maps, c[0]), (u, jnp.zeros((), u.dtype)))
+    return 2.0 * lam
 
 
 @functools.partial(jax.jit, static_argnames=("f", "iters"))
 def _lipschitz_fori(f, params, x, mask, iters):
-    maps = _linear_maps(f, params, x, mask)
-    u = _power_start(f, params, x, mask)
-    _, lam = jax.lax.fori_loop(0, iters, lambda _, c: _power_step(maps, c[0]), (u, jnp.zeros((), u.dtype)))
-    return 2.0 * lam
+    return _power_loop(_linear_maps(f, params, x, mask), _power_start(f, params, x, mask), iters)
 
 
 @functools.partial(jax.jit, static_argnames=("f", "n_iters"))
@@ -627,13 +641,7 @@ def _pgd_jacobian(jt, g_flat, mask, alpha0, eta, steps, momentum):
 
 @functools.partial(jax.jit, static_argnames=("n", "k", "iters"))
 def _lipschitz_jacobian(jt, mask, n, k, iters):
-    maps = _jacobian_maps(jt, n, k)
-    u = jnp.ones((n, k), jt.dtype)
-    if mask is not None:
-        u = u * mask[:, None]
-    u = u / jnp.linalg.norm(u)
-    _, lam = jax.lax.fori_loop(0, iters, lambda _, c: _power_step(maps, c[0]), (u, jnp.zeros((), u.dtype)))
-    return 2.0 * lam
+    return _power_loop(_jacobian_maps(jt, n, k), _unit_start((n, k), jt.dtype, mask), iters)
 
 
 @functools.partial(jax.jit, static_argnames=("f",))
@@ -838,6 +846,12 @@ class Denoiser:
         """True when this denoiser runs a Python-driven loop (cannot be inside a jit)."""
         return False
 
+    def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
+        """The convex-hull solver this denoiser uses on ``rows`` examples of ``k`` classes
+        (:func:`resolve_solver`), or None when it runs no convex-hull projection."""
+        del rows, k, params
+        return None
+
     def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
         raise NotImplementedError
 
@@ -891,7 +905,10 @@ class _ConvBase(Denoiser):
     solver: SolverKind = "auto"
 
     def __post_init__(self):
-        resolve_solver(self.solver, 1, 1, {}, 0)  # validates the name
+        _check_solver(self.solver)
+
+    def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
+        return resolve_solver(self.solver, rows, k, params, self.steps)
 
     def host_loop(self, *trees: PyTree) -> bool:
         return resolve_loop(self.loop, *trees) == "python"

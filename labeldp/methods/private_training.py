@@ -151,13 +151,9 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     else:
         batches = shuffled_batches(n, batch_size=n1, rng=batch_rng, num_batches=steps)
     x_dev, y_dev = jnp.asarray(x_train), jnp.asarray(y_train)
-    projection_solver = None
-    if getattr(denoiser, "solver", None) is not None:
-        from labeldp.denoisers import resolve_solver
-
-        rows = min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1)
-        k = int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1])
-        projection_solver = resolve_solver(denoiser.solver, rows, k, params, denoiser.steps)
+    projection_solver = denoiser.projection_solver(  # for the batch the denoiser projects onto
+        rows=min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1),
+        k=int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1]), params=params)
     diverged = False
     losses = []
     t0 = time.perf_counter()
