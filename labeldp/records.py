@@ -101,7 +101,10 @@ def git_revision(repo_dir: str | os.PathLike | None = None, *, exclude: tuple[st
 
     Returns:
       ``{"commit": ..., "dirty": ...}``; ``dirty`` is None when git cannot tell (from
-      ``LABELDP_GIT_REVISION`` without ``.git``).
+      ``LABELDP_GIT_REVISION`` without ``.git``). Where ``.git`` exists and
+      ``LABELDP_GIT_REVISION`` is set too, the detected revision is returned with the stated
+      one beside it under ``"stated"`` (a copied ``.git`` can be an older snapshot than the
+      tree, as on a lent GPU machine).
     """
     cwd = Path(repo_dir) if repo_dir else Path(__file__).resolve().parents[1]
     inside = []
@@ -125,10 +128,17 @@ def git_revision(repo_dir: str | os.PathLike | None = None, *, exclude: tuple[st
         if rev.returncode != 0:
             return _revision_from_env()
         if dirty.returncode != 0:  # unknown, never reported as clean
-            return {"commit": rev.stdout.strip(), "dirty": None}
-        return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+            found = {"commit": rev.stdout.strip(), "dirty": None}
+        else:
+            found = {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
     except (OSError, subprocess.SubprocessError):
         return _revision_from_env()
+    stated = _revision_from_env()
+    if stated["commit"] is not None:
+        # both kept: what git sees here (a copied .git may be a stale snapshot) and what the
+        # caller states the tree is; neither overrides the other
+        found["stated"] = {"commit": stated["commit"], "dirty": stated["dirty"]}
+    return found
 
 
 def _revision_from_env() -> dict[str, Any]:

@@ -146,3 +146,32 @@ def test_git_revision_unknown_state_is_not_clean(tmp_path, monkeypatch):
     monkeypatch.setattr(subprocess, "run", failing_status)
     rev = records.git_revision()
     assert rev["commit"] and rev["dirty"] is None
+
+
+def test_a_stated_revision_is_kept_beside_the_one_git_detects(tmp_path, monkeypatch):
+    """A lent machine's copy of .git can be an older snapshot than the tree that travelled: the
+    record keeps what git saw there and what the caller states, so neither hides the other."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "init"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    monkeypatch.delenv("LABELDP_GIT_REVISION", raising=False)
+    assert records.git_revision(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "code.py").write_text("x = 2\n")
+    monkeypatch.setenv("LABELDP_GIT_REVISION", "abc123")
+    got = records.git_revision(tmp_path)
+    assert got["commit"] == head and got["dirty"] is True
+    assert got["stated"] == {"commit": "abc123", "dirty": False}
+
+
+def test_table_header_names_stated_and_dirty_revisions():
+    from labeldp.report.tables import _revision_text
+
+    assert _revision_text({"commit": "aaa", "dirty": False}) == "aaa"
+    assert _revision_text({"commit": "aaa", "dirty": True}) == "aaa+dirty"
+    assert _revision_text({"commit": "aaa", "dirty": True, "stated": {"commit": "bbb", "dirty": False}}) == \
+        "aaa+dirty (stated: bbb)"
+    assert _revision_text({"commit": "bbb", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb"

@@ -45,6 +45,7 @@ class Cell:
     std: float | None = None
     n_seeds: int = 0
     n_runs: int = 0
+    n_missing: int = 0  # planned runs of the cell without a record
     n_diverged: int = 0
     best_hparams: Mapping[str, Any] | None = None
     achieved_epsilon: float | None = None
@@ -116,6 +117,7 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
             missing += 1
             continue
         by_hp[hp_id(r.spec.hparams)].append(records.read_record(r.record_path))
+    cell.n_missing = missing
     cell.n_runs = sum(len(v) for v in by_hp.values())
     if cell.n_runs == 0:
         cell.reason = f"no result records ({missing} planned runs missing)"
@@ -225,6 +227,8 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
         core = f"{_fmt_num(cell.mean, metric)} (1 seed)"
     else:
         core = f"{_fmt_num(cell.mean, metric)}{pm}{_fmt_num(cell.std, metric)}"
+        if cell.n_missing:  # a partial cell says over how many seeds its mean is
+            core += f" ({cell.n_seeds} seeds)"
     if bold:
         core = rf"\textbf{{{core}}}" if latex else f"**{core}**"
     marks = ""
@@ -235,6 +239,16 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
     return f"{core}{marks}{paper}"
 
 
+def _revision_text(git: Mapping[str, Any]) -> str:
+    """A record's code revision as the table header names it: the commit, ``+dirty`` when the
+    tree had changes, and the revision the caller stated where it was given too."""
+    text = str(git.get("commit")) + ("+dirty" if git.get("dirty") else "")
+    stated = git.get("stated")
+    if stated and stated.get("commit") != git.get("commit"):
+        text += f" (stated: {stated['commit']}{'+dirty' if stated.get('dirty') else ''})"
+    return text
+
+
 def header_lines(res: TableResult) -> list[str]:
     cfg = res.config
     tcfg = cfg["tables"][res.table]
@@ -242,7 +256,7 @@ def header_lines(res: TableResult) -> list[str]:
     # the build rewrites its own report files in the checkout: those changes are not code changes
     git = records.git_revision(exclude=tuple(str(cfg[k]) for k in ("reports_dir", "results_dir") if cfg.get(k)))
     hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
-    rec_revs = sorted({str((r["environment"].get("git") or {}).get("commit")) for r in recs})
+    rec_revs = sorted({_revision_text(r["environment"].get("git") or {}) for r in recs})
     options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
                       for r in recs if (r.get("config") or {}).get("run_spec", {}).get("options")})
     sizes = sorted({f"{r['dataset']['name']}: n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
@@ -299,8 +313,12 @@ def render_markdown(res: TableResult) -> str:
                 d = res.deltas.get((key, e))
                 row.append(NOT_RUN if d is None else f"{d:+.1f}")
         out.append("| " + " | ".join(row) + " |")
-    notes = sorted({f"{c.label}: {res.cells[(c.id, e)].reason}" for c in res.columns for e in res.epsilons
-                    if res.cells[(c.id, e)].reason})
+    by_reason: dict[tuple[str, str], list[str]] = defaultdict(list)  # one note per reason, naming its eps
+    for c in res.columns:
+        for e in res.epsilons:
+            if res.cells[(c.id, e)].reason:
+                by_reason[(c.label, res.cells[(c.id, e)].reason)].append(format_eps(e))
+    notes = sorted(f"{label}: {why} (eps {', '.join(eps)})" for (label, why), eps in by_reason.items())
     invalid = sorted({f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}" for c in res.columns
                       for e in res.epsilons if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid})
     if notes:

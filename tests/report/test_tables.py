@@ -158,3 +158,26 @@ def test_header_states_machine_revisions_and_method_options(cfg):
     assert "hardware: testcpu (gpu: gpu:H100, 2 cpus)" in head
     assert "code revisions of the records: feedbeef" in head
     assert 'method options of the runs: dpsgd/default: {"alt_batch_size": 256}' in head
+
+
+def test_partial_cells_say_how_many_seeds_and_notes_name_the_eps(cfg):
+    # two of three seeds at eps 0.1 and 1.0 for the one configuration: both cells are partial
+    cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.2]
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for eps in (0.1, 1.0):
+        for run in plan.cell_runs(cfg, "table5_mnist", col, eps):
+            if run.spec.seed != 2:
+                _write(cfg, run, 80.0 + run.spec.seed)
+    res = tables.build_table(cfg, "table5_mnist")
+    assert res.cells[("dpsgd", 0.1)].n_missing == 1 and res.cells[("dpsgd", 0.1)].n_seeds == 2
+    md = tables.render_markdown(res)
+    row = next(line for line in md.splitlines() if line.startswith("| 0.1 |"))
+    assert "80.5 ± 0.7 (2 seeds)" in row
+    note = next(line for line in md.splitlines() if line.startswith(f"- {col.label}: 1 planned runs missing"))
+    assert note.endswith("(eps 0.1, 1.0)")
+    # a complete cell carries no seed count
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        _write(cfg, run, 80.0 + run.spec.seed)
+    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+               if line.startswith("| 0.1 |"))
+    assert "81.0 ± 1.0" in row and "seeds)" not in row
