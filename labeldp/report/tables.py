@@ -318,7 +318,7 @@ def render_markdown(res: TableResult) -> str:
         for e in res.epsilons:
             if res.cells[(c.id, e)].reason:
                 by_reason[(c.label, res.cells[(c.id, e)].reason)].append(format_eps(e))
-    notes = sorted(f"{label}: {why} (eps {', '.join(eps)})" for (label, why), eps in by_reason.items())
+    notes = sorted(f"{label}, eps {', '.join(eps)}: {why}" for (label, why), eps in by_reason.items())
     invalid = sorted({f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}" for c in res.columns
                       for e in res.epsilons if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid})
     if notes:
