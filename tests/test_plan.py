@@ -33,6 +33,14 @@ def test_dated_report_configs_are_valid_and_plan(files):
         assert fista == ["reports/gpu-2026-11-22/ablation/results/mnist/labeldp_pro/altconv_fista/eps0.1/"
                          "bs1024-C5.0-ep10-lr0.2-pssauto-ps100-lam0.75/seed0.json"]
         assert (REPO / fista[0]).exists()
+        # FISTA at n2 = 1024: 200 iterations land on the committed records, with that batch
+        n1024 = [r for r in plan.select_runs(cfg, ["ablation_mnist"], methods={"labeldp_pro"}, epsilons={0.1},
+                                             seeds={0}) if r.spec.variant == "altconv_fista_n1024"]
+        assert sorted(r.spec.hparams["proj_steps"] for r in n1024) == [200, 500]
+        assert all(r.spec.options["alt_batch_size"] == 1024 for r in n1024)
+        s200 = next(r.record_path for r in n1024 if r.spec.hparams["proj_steps"] == 200)
+        assert s200.endswith("altconv_fista_n1024/eps0.1/bs1024-C5.0-ep10-lr0.2-pssauto-ps200-lam0.75/seed0.json")
+        assert (REPO / s200).exists()
 
 
 def test_hp_id_is_readable_and_order_independent():

@@ -175,3 +175,7 @@ def test_table_header_names_stated_and_dirty_revisions():
     assert _revision_text({"commit": "aaa", "dirty": True, "stated": {"commit": "bbb", "dirty": False}}) == \
         "aaa+dirty (stated: bbb)"
     assert _revision_text({"commit": "bbb", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb"
+    # a short stated hash of the detected commit is the same revision
+    assert _revision_text({"commit": "bbb123", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb123"
+    # git could not tell: never shown as a clean revision
+    assert _revision_text({"commit": "aaa", "dirty": None}) == "aaa (tree state unknown)"

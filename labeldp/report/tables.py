@@ -45,7 +45,8 @@ class Cell:
     std: float | None = None
     n_seeds: int = 0
     n_runs: int = 0
-    n_missing: int = 0  # planned runs of the cell without a record
+    n_missing: int = 0  # planned seeds of the reported (best) configuration without a record
+    n_planned_seeds: int = 0  # seeds planned for the reported configuration
     n_diverged: int = 0
     best_hparams: Mapping[str, Any] | None = None
     achieved_epsilon: float | None = None
@@ -111,16 +112,17 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
         return cell
     runs = cell_runs(config, table, col, eps)
     by_hp: dict[str, list[dict]] = defaultdict(list)
+    planned_by_hp: dict[str, int] = defaultdict(int)
     missing = 0
     for r in runs:
+        planned_by_hp[hp_id(r.spec.hparams)] += 1
         if not os.path.exists(r.record_path):
             missing += 1
             continue
         by_hp[hp_id(r.spec.hparams)].append(records.read_record(r.record_path))
-    cell.n_missing = missing
     cell.n_runs = sum(len(v) for v in by_hp.values())
     if cell.n_runs == 0:
-        cell.reason = f"no result records ({missing} planned runs missing)"
+        cell.reason = f"no result records ({missing} of {len(runs)} planned runs missing)"
         return cell
     best = None
     for hp, recs in by_hp.items():
@@ -131,12 +133,14 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
             continue
         mean = statistics.fmean(vals)
         if best is None or mean > best[0]:
-            best = (mean, vals, recs)
+            best = (mean, vals, recs, hp)
     if best is None:
         cell.status = "all diverged"
         cell.reason = f"{cell.n_diverged}/{cell.n_runs} runs diverged"
         return cell
-    mean, vals, recs = best
+    mean, vals, recs, best_hp = best
+    cell.n_planned_seeds = planned_by_hp[best_hp]
+    cell.n_missing = planned_by_hp[best_hp] - len(recs)
     cell.status = "ok"
     cell.mean = mean
     cell.std = statistics.stdev(vals) if len(vals) > 1 else 0.0
@@ -149,7 +153,7 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     reasons = {r["privacy"].get("invalid_reason") for r in recs if not r["privacy"]["valid"]}
     cell.invalid_reason = "; ".join(sorted(x for x in reasons if x)) or None
     if missing:
-        cell.reason = f"{missing} planned runs missing"
+        cell.reason = f"{missing} of {len(runs)} planned runs missing"
     return cell
 
 
@@ -228,7 +232,7 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
     else:
         core = f"{_fmt_num(cell.mean, metric)}{pm}{_fmt_num(cell.std, metric)}"
         if cell.n_missing:  # a partial cell says over how many seeds its mean is
-            core += f" ({cell.n_seeds} seeds)"
+            core += f" ({cell.n_seeds} of {cell.n_planned_seeds} seeds)"
     if bold:
         core = rf"\textbf{{{core}}}" if latex else f"**{core}**"
     marks = ""
@@ -242,9 +246,11 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
 def _revision_text(git: Mapping[str, Any]) -> str:
     """A record's code revision as the table header names it: the commit, ``+dirty`` when the
     tree had changes, and the revision the caller stated where it was given too."""
-    text = str(git.get("commit")) + ("+dirty" if git.get("dirty") else "")
+    commit = str(git.get("commit"))
+    text = commit + {True: "+dirty", None: " (tree state unknown)"}.get(git.get("dirty"), "")
     stated = git.get("stated")
-    if stated and stated.get("commit") != git.get("commit"):
+    same = stated and (commit.startswith(str(stated.get("commit"))) or str(stated.get("commit")).startswith(commit))
+    if stated and not same:
         text += f" (stated: {stated['commit']}{'+dirty' if stated.get('dirty') else ''})"
     return text
 
@@ -318,7 +324,8 @@ def render_markdown(res: TableResult) -> str:
         for e in res.epsilons:
             if res.cells[(c.id, e)].reason:
                 by_reason[(c.label, res.cells[(c.id, e)].reason)].append(format_eps(e))
-    notes = sorted(f"{label}, eps {', '.join(eps)}: {why}" for (label, why), eps in by_reason.items())
+    notes = sorted(f"{label} (eps {', '.join(eps)}{'; in each' if len(eps) > 1 else ''}): {why}"
+                   for (label, why), eps in by_reason.items())
     invalid = sorted({f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}" for c in res.columns
                       for e in res.epsilons if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid})
     if notes:
@@ -358,7 +365,8 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
             "column": cell.column, "method": col.method if col else "nonprivate",
             "variant": col.variant if col else "default", "metric": tcfg["metric"],
             "epsilon": format_eps(cell.epsilon), "status": cell.status, "reason": cell.reason,
-            "mean": cell.mean, "std": cell.std, "n_seeds": cell.n_seeds, "n_runs": cell.n_runs,
+            "mean": cell.mean, "std": cell.std, "n_seeds": cell.n_seeds, "n_missing_seeds": cell.n_missing,
+            "n_runs": cell.n_runs,
             "n_diverged": cell.n_diverged, "best_hparams": json.dumps(cell.best_hparams) if cell.best_hparams else "",
             "achieved_epsilon": None if cell.achieved_epsilon is None else format_eps(cell.achieved_epsilon),
             "delta": cell.delta, "valid": cell.valid and not cell.reference_only,

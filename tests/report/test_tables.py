@@ -3,6 +3,7 @@
 import math
 import re
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -172,11 +173,36 @@ def test_partial_cells_say_how_many_seeds_and_notes_name_the_eps(cfg):
     assert res.cells[("dpsgd", 0.1)].n_missing == 1 and res.cells[("dpsgd", 0.1)].n_seeds == 2
     md = tables.render_markdown(res)
     row = next(line for line in md.splitlines() if line.startswith("| 0.1 |"))
-    assert "80.5 ± 0.7 (2 seeds)" in row
-    assert f"- {col.label}, eps 0.1, 1.0: 1 planned runs missing" in md.splitlines()
+    assert "80.5 ± 0.7 (2 of 3 seeds)" in row
+    assert f"- {col.label} (eps 0.1, 1.0; in each): 1 of 3 planned runs missing" in md.splitlines()
     # a complete cell carries no seed count
     for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
         _write(cfg, run, 80.0 + run.spec.seed)
     row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
                if line.startswith("| 0.1 |"))
     assert "81.0 ± 1.0" in row and "seeds)" not in row
+
+
+def test_seed_count_is_that_of_the_reported_configuration(cfg):
+    """With several configurations, missing runs of a configuration that is not reported do not
+    make the reported one look partial (the note still counts them)."""
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        lr, seed = run.spec.hparams["learning_rate"], run.spec.seed
+        if lr == 0.2 or seed == 0:  # lr 0.2 complete and better; lr 0.1 has seed 0 only
+            _write(cfg, run, (90.0 if lr == 0.2 else 50.0) + seed)
+    res = tables.build_table(cfg, "table5_mnist")
+    cell = res.cells[("dpsgd", 0.1)]
+    assert cell.best_hparams == {"learning_rate": 0.2} and cell.n_missing == 0 and cell.n_seeds == 3
+    md = tables.render_markdown(res)
+    row = next(line for line in md.splitlines() if line.startswith("| 0.1 |"))
+    assert "91.0 ± 1.0" in row and "seeds)" not in row
+    assert f"- {col.label} (eps 0.1): 2 of 6 planned runs missing" in md.splitlines()
+    assert {r["column"]: r for r in tables.tidy_rows(res) if r["epsilon"] == "0.1"}["dpsgd"]["n_missing_seeds"] == 0
+    # the reported configuration partial: counted against its own planned seeds
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        if run.spec.hparams["learning_rate"] == 0.2 and run.spec.seed == 2:
+            Path(run.record_path).unlink()
+    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+               if line.startswith("| 0.1 |"))
+    assert "90.5 ± 0.7 (2 of 3 seeds)" in row

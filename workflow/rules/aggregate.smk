@@ -8,7 +8,7 @@ report: "../report/workflow.rst"
 
 def _table_inputs(wc):
     # aggregate_existing_only: build from whatever records exist (missing cells say "not run:
-    # N planned runs missing"); used for partial CPU/GPU reports. Rebuild with --forcerun table figure.
+    # N of M planned runs missing"); used for partial CPU/GPU reports. Rebuild with --forcerun table figure.
     if config.get("aggregate_existing_only"):
         return []
     return [r.record_path for r in _plan.table_runs(config, wc.table)]

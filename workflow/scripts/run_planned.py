@@ -6,7 +6,7 @@ runs :mod:`labeldp.plan` plans for the given config and tables, with the same ru
 (:func:`labeldp.runner.run_spec` / :func:`labeldp.runner.build_record`), and writes the same
 records to the same paths (atomically), so Snakemake and the table builders treat them like
 records the ``train`` rule wrote. Finished records are never redone; a failed run writes
-nothing and is listed at the end (its cell then reads "not run: N planned runs missing").
+nothing and is listed at the end (its cell then reads "not run: N of M planned runs missing").
 
 Examples::
 
