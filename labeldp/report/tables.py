@@ -115,11 +115,12 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     planned_by_hp: dict[str, int] = defaultdict(int)
     missing = 0
     for r in runs:
-        planned_by_hp[hp_id(r.spec.hparams)] += 1
+        hp = hp_id(r.spec.hparams)
+        planned_by_hp[hp] += 1
         if not os.path.exists(r.record_path):
             missing += 1
             continue
-        by_hp[hp_id(r.spec.hparams)].append(records.read_record(r.record_path))
+        by_hp[hp].append(records.read_record(r.record_path))
     cell.n_runs = sum(len(v) for v in by_hp.values())
     if cell.n_runs == 0:
         cell.reason = f"no result records ({missing} of {len(runs)} planned runs missing)"
@@ -249,9 +250,10 @@ def _revision_text(git: Mapping[str, Any]) -> str:
     commit = str(git.get("commit"))
     text = commit + {True: "+dirty", None: " (tree state unknown)"}.get(git.get("dirty"), "")
     stated = git.get("stated")
-    same = stated and (commit.startswith(str(stated.get("commit"))) or str(stated.get("commit")).startswith(commit))
-    if stated and not same:
-        text += f" (stated: {stated['commit']}{'+dirty' if stated.get('dirty') else ''})"
+    if stated:
+        other = str(stated["commit"])
+        if not (commit.startswith(other) or other.startswith(commit)):  # a short hash names the same commit
+            text += f" (stated: {other}{'+dirty' if stated.get('dirty') else ''})"
     return text
 
 
