@@ -6,7 +6,9 @@ Usage (the ``table`` / ``figure`` rules)::
 
 Cell semantics:
 - each column x epsilon cell collects the planned runs (grid points x seeds); per grid point
-  the mean and std over seeds; the cell is the grid point with the best mean (000 D.2);
+  the mean and std over seeds; the cell is the grid point with the best mean (000 D.2) among
+  those with all their planned seeds, or, only when none has them all, among the partial ones
+  (the cell then says "(k of n seeds)" and is never marked the row's best);
 - a grid point with a diverged seed (NaN / inf loss) is not eligible and is counted in the
   cell (``n_diverged``), never averaged silently;
 - a cell whose method or data is not available says ``not run`` and why;
@@ -132,14 +134,16 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
         cell.n_diverged += sum(div)
         if any(div):
             continue
-        mean = statistics.fmean(vals)
-        if best is None or mean > best[0]:
-            best = (mean, vals, recs, hp)
+        # a configuration with all its planned seeds outranks any partial one: the best of one
+        # or two seeds is biased upwards against a mean over all of them
+        key = (len(recs) == planned_by_hp[hp], statistics.fmean(vals))
+        if best is None or key > best[0]:
+            best = (key, vals, recs, hp)
     if best is None:
         cell.status = "all diverged"
         cell.reason = f"{cell.n_diverged}/{cell.n_runs} runs diverged"
         return cell
-    mean, vals, recs, best_hp = best
+    (_, mean), vals, recs, best_hp = best
     cell.n_planned_seeds = planned_by_hp[best_hp]
     cell.n_missing = planned_by_hp[best_hp] - len(recs)
     cell.status = "ok"
@@ -187,8 +191,9 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     deltas: dict[tuple[str, float], float | None] = {}
     best: dict[float, set[str]] = {}
     for e in eps_list:
+        # partial cells (a mean over fewer seeds than planned) are shown but never marked best
         eligible = [cells[(c.id, e)] for c in cols if cells[(c.id, e)].status == "ok" and not c.reference_only
-                    and not c.validation and cells[(c.id, e)].valid]
+                    and not c.validation and cells[(c.id, e)].valid and not cells[(c.id, e)].n_missing]
         if eligible:
             top = max(x.mean for x in eligible)
             best[e] = {x.column for x in eligible if x.mean == top}
@@ -273,8 +278,7 @@ def header_lines(res: TableResult) -> list[str]:
     grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]
     lines = [
         f"- generated: {records.now_utc()}",
-        f"- git revision: {git['commit']}"
-        + {True: " (dirty tree: uncommitted code or config changes)", None: " (tree state unknown)"}.get(git["dirty"], ""),
+        f"- git revision: {_revision_text(git)}",
         f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
         + ", ".join(f"{k}={v}" for k, v in grid.items()) + ")",
         f"- seeds: {cfg['seeds']}; epochs run: {epochs or '-'}",
@@ -299,8 +303,10 @@ def render_markdown(res: TableResult) -> str:
     out += header_lines(res)
     out.append("")
     out.append("Each cell: regenerated mean ± std over seeds of the best configuration (paper value in "
-               "parentheses). **Bold**: best valid cell of the row. † : not a valid privacy guarantee "
-               "(reference only). `not run`: method or data not available yet.")
+               "parentheses). **Bold**: best valid cell of the row among those with all planned seeds "
+               "(a cell over fewer says \"(k of n seeds)\"). † : not a valid privacy guarantee "
+               "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
+               "had uncommitted code or config changes.")
     out.append("")
     if res.nonprivate is not None:
         out.append(f"Non-private reference: {cell_text(res.nonprivate, metric)}"

@@ -206,3 +206,51 @@ def test_seed_count_is_that_of_the_reported_configuration(cfg):
     row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
                if line.startswith("| 0.1 |"))
     assert "90.5 ± 0.7 (2 of 3 seeds)" in row
+
+
+def test_complete_configuration_outranks_a_partial_one_with_a_higher_mean(cfg):
+    """Best-mean selection (000 D.2) is over configurations with all their seeds: one lucky seed
+    of an unfinished configuration must not be reported in place of a finished one."""
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        lr, seed = run.spec.hparams["learning_rate"], run.spec.seed
+        if lr == 0.1 or seed == 0:  # lr 0.1 complete (mean 81); lr 0.2 seed 0 only, at 99
+            _write(cfg, run, 99.0 if lr == 0.2 else 80.0 + seed)
+    cell = tables.build_table(cfg, "table5_mnist").cells[("dpsgd", 0.1)]
+    assert cell.best_hparams == {"learning_rate": 0.1} and cell.mean == pytest.approx(81.0)
+    assert cell.n_missing == 0 and cell.n_seeds == 3
+    # with no complete configuration the best partial one is reported, as partial
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        if run.spec.hparams["learning_rate"] == 0.1 and run.spec.seed == 2:
+            Path(run.record_path).unlink()
+    cell = tables.build_table(cfg, "table5_mnist").cells[("dpsgd", 0.1)]
+    assert cell.best_hparams == {"learning_rate": 0.2} and cell.n_seeds == 1 and cell.n_missing == 2
+
+
+def test_partial_cells_are_never_marked_best(cfg):
+    cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.2]
+    by_method = {"dpsgd": [80.0, 81.0, 82.0], "labeldp_pro": [95.0]}  # LabelDP-Pro: 1 of 3 seeds
+    cols = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}
+    for m, vals in by_method.items():
+        for run in plan.cell_runs(cfg, "table5_mnist", cols[m], 0.1):
+            if run.spec.seed < len(vals):
+                _write(cfg, run, vals[run.spec.seed])
+    res = tables.build_table(cfg, "table5_mnist")
+    assert res.best[0.1] == {"dpsgd"}
+    row = next(line for line in tables.render_markdown(res).splitlines() if line.startswith("| 0.1 |"))
+    assert "**81.0 ± 1.0**" in row and "95.0 (1 seed)" in row and "**95.0" not in row
+    tidy = {r["column"]: r for r in tables.tidy_rows(res) if r["epsilon"] == "0.1"}
+    assert tidy["labeldp_pro"]["is_best"] is False and tidy["dpsgd"]["is_best"] is True
+
+
+def test_header_spells_a_dirty_tree_the_same_way_for_the_table_and_its_records(cfg, monkeypatch):
+    _fill(cfg, "table5_mnist", "dpsgd", 0.1, {lr: [80.0, 81.0, 82.0] for lr in (0.1, 0.2)})
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        rec = records.read_record(run.record_path)
+        rec["environment"]["git"] = {"commit": "feedbeef", "dirty": True}
+        records.write_record(run.record_path, rec)
+    monkeypatch.setattr(records, "git_revision", lambda **kw: {"commit": "cafe1234", "dirty": True})
+    head = tables.header_lines(tables.build_table(cfg, "table5_mnist"))
+    assert "- git revision: cafe1234+dirty" in head
+    assert "- code revisions of the records: feedbeef+dirty" in head
