@@ -67,3 +67,37 @@ def test_writes_planned_records_and_never_redoes_them(tmp_path, capsys):
     assert all(os.stat(p).st_mtime_ns == t for p, t in mtimes.items())
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["done"] == 0 and summary["failed"] == []
+
+
+def test_prepare_only_prepares_every_shards_data_and_runs_nothing(tmp_path, capsys):
+    mod = _script()
+    over = _override(tmp_path)
+    args = ["--configfile", str(SMOKE), "--configfile", str(over), "--tables", "table5_mnist", "table15",
+            "--methods", "rr", "--shard", "1/7", "--prepare-only"]
+    assert mod.main(args) == 0
+    cfg = load_config(REPO / "workflow/config/config.yaml", SMOKE, over)
+    datasets = {r.spec.dataset for t in ("table5_mnist", "table15") for r in plan.table_runs(cfg, t)}
+    assert datasets == {"mnist", "kmnist"}
+    for d in datasets:  # every dataset, whichever shard was named
+        assert os.path.exists(plan.prepared_path(cfg, d)), d
+    assert not (tmp_path / "results").exists()  # no run
+    assert capsys.readouterr().out.count("prepared ") == 2
+
+
+def test_run_sharded_prepares_once_then_writes_every_record(tmp_path):
+    import subprocess
+    import sys
+
+    over = _override(tmp_path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    env = dict(os.environ, PYTHON=sys.executable, SHARD_LOG_DIR=str(logs), JAX_PLATFORMS="cpu")
+    args = ["--configfile", str(SMOKE), "--configfile", str(over), "--tables", "table15", "--methods", "rr"]
+    out = subprocess.run(["bash", str(REPO / "workflow/scripts/run_sharded.sh"), "2", *args], env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr + "".join(p.read_text() for p in logs.glob("*.log"))
+    assert "prepared kmnist" in (logs / "prepare.log").read_text()
+    cfg = load_config(REPO / "workflow/config/config.yaml", SMOKE, over)
+    planned = [r for r in plan.table_runs(cfg, "table15") if r.spec.method == "rr"]
+    assert planned and all(os.path.exists(r.record_path) for r in planned)
+    assert sorted(p.name for p in logs.iterdir()) == ["prepare.log", "shard0.log", "shard1.log"]

@@ -18,6 +18,8 @@ Examples::
 
 Data: the raw files are fetched (mirror first: ``--mirror`` / ``data_mirror`` /
 ``LABELDP_DATA_MIRROR``) and prepared exactly as the ``fetch`` and ``prepare`` rules do.
+``--prepare-only`` does only that, for every selected run of every shard
+(``workflow/scripts/run_sharded.sh`` calls it once before it starts the shards).
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ def main(argv=None) -> int:
                         "same method would exceed this")
     p.add_argument("--mirror", default=None, help="raw-data mirror directory")
     p.add_argument("--dry-run", action="store_true", help="list the runs still to do, run nothing")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="fetch and prepare the data of every selected run (all shards), run nothing: "
+                        "do this once before starting shards so that they do not all prepare it")
     a = p.parse_args(argv)
 
     try:
@@ -95,6 +100,12 @@ def main(argv=None) -> int:
         runs = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds, shard=(i, n))
     except ConfigError as err:
         raise SystemExit(f"error: {err}") from None
+    if a.prepare_only:
+        mirror = a.mirror or plan.data_mirror(cfg)
+        every = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds)
+        for dataset in sorted({r.spec.dataset for r in every}):
+            print(f"prepared {dataset}: {_prepare(cfg, dataset, mirror)}", flush=True)
+        return 0
     todo = [r for r in runs if not Path(r.record_path).exists()]
     print(f"shard {i}/{n}: {len(runs)} planned, {len(todo)} to run", flush=True)
     if a.dry_run:
