@@ -13,7 +13,8 @@ evaluates the paper's qualitative claims, declared as data in the table's ``clai
       - {id: rr_beats_pro_eps2, text: "...", winner: rr, losers: [labeldp_pro], epsilons: [2.0]}
 
 A claim "holds" when, at every epsilon in its scope, the winner's regenerated mean is above
-every loser's (below, for MSE); it is "not evaluable" when a cell it needs was not run, or is
+every loser's (below, for MSE); it is "not evaluable" when a cell it needs was not run, is
+partial (fewer seeds than planned: its mean is not the one the claim is about), or is
 reference-only (invalid accounting) for the winner.
 
 An agreement check ``{id, text, agree: [a, b], epsilons: [...], max_standard_errors: 2}``
@@ -35,7 +36,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from labeldp.report.tables import write_atomic_text, write_csv
+from labeldp.report.tables import LOWER_IS_BETTER, write_atomic_text, write_csv
 
 DEFAULT_TOLERANCE = {"accuracy_points": 2.0, "auc": 0.01, "mse_relative": 0.10}
 
@@ -108,13 +109,25 @@ def _scope(claim: Mapping[str, Any], epsilons: Sequence[float]) -> list[float]:
     return [e for e in epsilons if lo <= e <= hi]
 
 
+def _absent(column: str, eps: float, cell: Mapping[str, Any] | None) -> str:
+    """Why a claim cannot use a cell (``""`` when it can): not run, or partial (fewer seeds than
+    planned, so its mean is not the one the claim is about)."""
+    if cell is None or cell["status"] != "ok":
+        return f"{column}@{eps:g}"
+    missing = int(float(cell.get("n_missing_seeds") or 0))
+    if missing:
+        n = int(float(cell.get("n_seeds") or 0))
+        return f"{column}@{eps:g} ({n} of {n + missing} seeds)"
+    return ""
+
+
 def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> ClaimResult:
     a, b = claim["agree"]
     k = float(claim.get("max_standard_errors", 2.0))
     missing, failures, details = [], [], []
     for e in scope:
         ca, cb = cells.get((a, e)), cells.get((b, e))
-        absent = [f"{c}@{e:g}" for c, cell in ((a, ca), (b, cb)) if cell is None or cell["status"] != "ok"]
+        absent = [_absent(c, e, cell) for c, cell in ((a, ca), (b, cb)) if _absent(c, e, cell)]
         if absent:
             missing += absent
             continue
@@ -131,7 +144,7 @@ def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> C
     if failures:
         return ClaimResult(table, claim["id"], text, "fails", "; ".join(failures + details))
     if missing:
-        return ClaimResult(table, claim["id"], text, "not evaluable", "cells not run: " + ", ".join(missing))
+        return ClaimResult(table, claim["id"], text, "not evaluable", "cells not run or partial: " + ", ".join(missing))
     return ClaimResult(table, claim["id"], text, "holds", "; ".join(details))
 
 
@@ -145,20 +158,20 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
         if not scope:
             return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
         return _evaluate_agreement(table, claim, cells, scope)
-    lower_better = metric in ("test_mse", "noisy_label_mse")
+    lower_better = metric in LOWER_IS_BETTER
     missing, failures = [], []
     if not scope:
         return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
     for e in scope:
         w = cells.get((claim["winner"], e))
-        if w is None or w["status"] != "ok" or str(w.get("reference_only")) == "True":
-            missing.append(f"{claim['winner']}@{e:g}")
+        if _absent(claim["winner"], e, w) or str(w.get("reference_only")) == "True":
+            missing.append(_absent(claim["winner"], e, w) or f"{claim['winner']}@{e:g}")
             continue
         wm = float(w["mean"])
         for loser in claim["losers"]:
             lc = cells.get((loser, e))
-            if lc is None or lc["status"] != "ok":
-                missing.append(f"{loser}@{e:g}")
+            if _absent(loser, e, lc):
+                missing.append(_absent(loser, e, lc))
                 continue
             lm = float(lc["mean"])
             if not ((wm < lm) if lower_better else (wm > lm)):
@@ -167,7 +180,7 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
         return ClaimResult(table, claim["id"], claim.get("text", ""), "fails", "; ".join(failures))
     if missing:
         return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable",
-                           "cells not run: " + ", ".join(missing))
+                           "cells not run or partial: " + ", ".join(missing))
     return ClaimResult(table, claim["id"], claim.get("text", ""), "holds",
                        f"at eps {', '.join(f'{e:g}' for e in scope)}")
 

@@ -6,9 +6,11 @@ Usage (the ``table`` / ``figure`` rules)::
 
 Cell semantics:
 - each column x epsilon cell collects the planned runs (grid points x seeds); per grid point
-  the mean and std over seeds; the cell is the grid point with the best mean (000 D.2) among
-  those with all their planned seeds, or, only when none has them all, among the partial ones
-  (the cell then says "(k of n seeds)" and is never marked the row's best);
+  the mean and std over seeds; the cell is the grid point with the best mean (000 D.2; the
+  lowest for an error metric, :data:`LOWER_IS_BETTER`) among those with all their planned seeds
+  and no diverged seed, or, only when there is no such grid point, among the partial ones (the
+  cell then says "(k of n seeds)", is never marked the row's best, and a Delta computed from it
+  says "(partial)");
 - a grid point with a diverged seed (NaN / inf loss) is not eligible and is counted in the
   cell (``n_diverged``), never averaged silently;
 - a cell whose method or data is not available says ``not run`` and why;
@@ -34,6 +36,8 @@ from labeldp import records
 from labeldp.plan import Column, cell_runs, cell_status, columns, format_eps, hp_id, nonprivate_column, table_epsilons
 
 NOT_RUN = "not run"
+LOWER_IS_BETTER = ("test_mse", "noisy_label_mse")
+"""Metrics (errors) for which the best configuration and the best cell of a row have the lowest mean."""
 BASELINE_IDS = ("rr", "rr_debiased", "lp_2st", "alibi")
 
 
@@ -136,14 +140,16 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
             continue
         # a configuration with all its planned seeds outranks any partial one: the best of one
         # or two seeds is biased upwards against a mean over all of them
-        key = (len(recs) == planned_by_hp[hp], statistics.fmean(vals))
+        mean = statistics.fmean(vals)
+        key = (len(recs) == planned_by_hp[hp], -mean if metric in LOWER_IS_BETTER else mean)
         if best is None or key > best[0]:
             best = (key, vals, recs, hp)
     if best is None:
         cell.status = "all diverged"
         cell.reason = f"{cell.n_diverged}/{cell.n_runs} runs diverged"
         return cell
-    (_, mean), vals, recs, best_hp = best
+    _, vals, recs, best_hp = best
+    mean = statistics.fmean(vals)
     cell.n_planned_seeds = planned_by_hp[best_hp]
     cell.n_missing = planned_by_hp[best_hp] - len(recs)
     cell.status = "ok"
@@ -177,6 +183,7 @@ class TableResult:
     deltas: dict[tuple[str, float], float | None]
     best: dict[float, set[str]]
     records_used: list[dict]
+    partial_deltas: set[tuple[str, float]] = dataclasses.field(default_factory=set)  # from a partial cell
 
 
 def build_table(config: Mapping[str, Any], table: str) -> TableResult:
@@ -189,13 +196,14 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     np_col = nonprivate_column(tcfg)
     np_cell = build_cell(config, table, np_col, math.inf, ref) if np_col else None
     deltas: dict[tuple[str, float], float | None] = {}
+    partial: set[tuple[str, float]] = set()
     best: dict[float, set[str]] = {}
     for e in eps_list:
         # partial cells (a mean over fewer seeds than planned) are shown but never marked best
         eligible = [cells[(c.id, e)] for c in cols if cells[(c.id, e)].status == "ok" and not c.reference_only
                     and not c.validation and cells[(c.id, e)].valid and not cells[(c.id, e)].n_missing]
         if eligible:
-            top = max(x.mean for x in eligible)
+            top = (min if tcfg["metric"] in LOWER_IS_BETTER else max)(x.mean for x in eligible)
             best[e] = {x.column for x in eligible if x.mean == top}
         else:
             best[e] = set()
@@ -206,6 +214,9 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
             ok = lambda c: c is not None and c.status == "ok"  # noqa: E731
             deltas[("baseline", e)] = (pro.mean - max(b.mean for b in base)) if ok(pro) and all(ok(b) for b in base) else None
             deltas[("dpsgd", e)] = (pro.mean - dps.mean) if ok(pro) and ok(dps) else None
+            for key, used_cells in (("baseline", [pro, *base]), ("dpsgd", [pro, dps])):
+                if deltas[(key, e)] is not None and any(c.n_missing for c in used_cells):
+                    partial.add((key, e))
     used = []
     for c in cols + ([np_col] if np_col else []):
         if not cell_status(config, table, c)[0]:
@@ -214,7 +225,7 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
             for r in cell_runs(config, table, c, e):
                 if os.path.exists(r.record_path):
                     used.append(records.read_record(r.record_path))
-    return TableResult(table, config, cols, eps_list, cells, np_cell, deltas, best, used)
+    return TableResult(table, config, cols, eps_list, cells, np_cell, deltas, best, used, partial)
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -234,7 +245,8 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
         return f"diverged {cell.n_diverged}/{cell.n_runs}{paper}"
     pm = r" $\pm$ " if latex else " ± "
     if cell.n_seeds == 1:  # no spread from one seed: say so instead of printing "± 0.0"
-        core = f"{_fmt_num(cell.mean, metric)} (1 seed)"
+        seeds = f"1 of {cell.n_planned_seeds} seeds" if cell.n_missing else "1 seed"
+        core = f"{_fmt_num(cell.mean, metric)} ({seeds})"
     else:
         core = f"{_fmt_num(cell.mean, metric)}{pm}{_fmt_num(cell.std, metric)}"
         if cell.n_missing:  # a partial cell says over how many seeds its mean is
@@ -247,6 +259,15 @@ def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = Fals
     if cell.n_diverged:
         marks += f" [{cell.n_diverged} diverged]"
     return f"{core}{marks}{paper}"
+
+
+def delta_text(res: TableResult, key: str, eps: float) -> str:
+    """A Delta cell: ``+x.x``, ``+x.x (partial)`` when a cell it is computed from has fewer
+    seeds than planned, or ``not run``."""
+    d = res.deltas.get((key, eps))
+    if d is None:
+        return NOT_RUN
+    return f"{d:+.1f}" + (" (partial)" if (key, eps) in res.partial_deltas else "")
 
 
 def _revision_text(git: Mapping[str, Any]) -> str:
@@ -304,7 +325,7 @@ def render_markdown(res: TableResult) -> str:
     out.append("")
     out.append("Each cell: regenerated mean ± std over seeds of the best configuration (paper value in "
                "parentheses). **Bold**: best valid cell of the row among those with all planned seeds "
-               "(a cell over fewer says \"(k of n seeds)\"). † : not a valid privacy guarantee "
+               "(a cell over fewer says \"(k of n seeds)\"; a Delta from such a cell says \"(partial)\"). † : not a valid privacy guarantee "
                "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
                "had uncommitted code or config changes.")
     out.append("")
@@ -323,9 +344,7 @@ def render_markdown(res: TableResult) -> str:
             cell = res.cells[(c.id, e)]
             row.append(cell_text(cell, metric, bold=c.id in res.best[e]))
         if tcfg.get("deltas"):
-            for key in ("baseline", "dpsgd"):
-                d = res.deltas.get((key, e))
-                row.append(NOT_RUN if d is None else f"{d:+.1f}")
+            row += [delta_text(res, key, e) for key in ("baseline", "dpsgd")]
         out.append("| " + " | ".join(row) + " |")
     by_reason: dict[tuple[str, str], list[str]] = defaultdict(list)  # one note per reason, naming its eps
     for c in res.columns:
@@ -355,7 +374,7 @@ def render_latex(res: TableResult) -> str:
         row = [format_eps(e)] + [cell_text(res.cells[(c.id, e)], metric, bold=c.id in res.best[e], latex=True)
                                  for c in res.columns]
         if tcfg.get("deltas"):
-            row += [NOT_RUN if res.deltas.get((k, e)) is None else f"{res.deltas[(k, e)]:+.1f}" for k in ("baseline", "dpsgd")]
+            row += [delta_text(res, k, e) for k in ("baseline", "dpsgd")]
         lines.append(" & ".join(row) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"

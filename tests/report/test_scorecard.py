@@ -112,3 +112,20 @@ def test_claims_are_either_orderings_or_agreements():
     cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "agree": ["dpsgd", "nope"]}]
     with pytest.raises(ConfigError, match="nope"):
         validate_semantics(cfg)
+
+
+def test_partial_cells_make_a_claim_not_evaluable_never_hold_or_fail():
+    """A mean over fewer seeds than planned is not the cell the claim is about (tidy CSV column
+    ``n_missing_seeds``): an ordering or an agreement that needs it is "not evaluable"."""
+    full = {"id": "c", "winner": "pro", "losers": ["sgd"], "epsilons": [0.1]}
+    partial_winner = [{**_row("pro", 0.1, 99.0), "n_seeds": "1", "n_missing_seeds": "2"}, _row("sgd", 0.1, 85.0)]
+    res = S.evaluate_claim("t", full, partial_winner, "test_accuracy_pct")
+    assert res.verdict == "not evaluable" and "pro@0.1 (1 of 3 seeds)" in res.detail
+    partial_loser = [_row("pro", 0.1, 80.0), {**_row("sgd", 0.1, 85.0), "n_seeds": "2", "n_missing_seeds": "1"}]
+    res = S.evaluate_claim("t", full, partial_loser, "test_accuracy_pct")
+    assert res.verdict == "not evaluable" and "sgd@0.1 (2 of 3 seeds)" in res.detail  # not "fails"
+    agree = {"id": "a", "agree": ["pro", "sgd"], "epsilons": [0.1]}
+    rows = [_row("pro", 0.1, 85.0), {**_row("sgd", 0.1, 85.0), "n_seeds": "2", "n_missing_seeds": "1"}]
+    assert S.evaluate_claim("t", agree, rows, "test_accuracy_pct").verdict == "not evaluable"
+    complete = [{**_row("pro", 0.1, 90.0), "n_missing_seeds": "0"}, _row("sgd", 0.1, 85.0)]
+    assert S.evaluate_claim("t", full, complete, "test_accuracy_pct").verdict == "holds"

@@ -238,7 +238,7 @@ def test_partial_cells_are_never_marked_best(cfg):
     res = tables.build_table(cfg, "table5_mnist")
     assert res.best[0.1] == {"dpsgd"}
     row = next(line for line in tables.render_markdown(res).splitlines() if line.startswith("| 0.1 |"))
-    assert "**81.0 ± 1.0**" in row and "95.0 (1 seed)" in row and "**95.0" not in row
+    assert "**81.0 ± 1.0**" in row and "95.0 (1 of 3 seeds)" in row and "**95.0" not in row
     tidy = {r["column"]: r for r in tables.tidy_rows(res) if r["epsilon"] == "0.1"}
     assert tidy["labeldp_pro"]["is_best"] is False and tidy["dpsgd"]["is_best"] is True
 
@@ -254,3 +254,69 @@ def test_header_spells_a_dirty_tree_the_same_way_for_the_table_and_its_records(c
     head = tables.header_lines(tables.build_table(cfg, "table5_mnist"))
     assert "- git revision: cafe1234+dirty" in head
     assert "- code revisions of the records: feedbeef+dirty" in head
+
+
+def test_one_of_three_seeds_says_so(cfg):
+    cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.2]
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        if run.spec.seed == 0:
+            _write(cfg, run, 80.0)
+    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+               if line.startswith("| 0.1 |"))
+    assert "80.0 (1 of 3 seeds)" in row
+
+
+def test_complete_configuration_with_a_diverged_seed_yields_to_a_finite_partial_one(cfg):
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        lr, seed = run.spec.hparams["learning_rate"], run.spec.seed
+        if lr == 0.1:  # complete, one seed diverged
+            _write(cfg, run, float("nan") if seed == 1 else 90.0, diverged=seed == 1)
+        elif seed < 2:  # lr 0.2: 2 of 3 seeds, finite
+            _write(cfg, run, 70.0 + seed)
+    res = tables.build_table(cfg, "table5_mnist")
+    cell = res.cells[("dpsgd", 0.1)]
+    assert cell.best_hparams == {"learning_rate": 0.2} and cell.n_missing == 1 and cell.n_diverged == 1
+    assert res.best[0.1] == set()
+    row = next(line for line in tables.render_markdown(res).splitlines() if line.startswith("| 0.1 |"))
+    assert "70.5 ± 0.7 (2 of 3 seeds) [1 diverged]" in row
+
+
+def test_delta_from_a_partial_cell_says_partial(cfg):
+    cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.2]
+    cols = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}
+    for m, v in {"rr": 80, "rr_debiased": 70, "lp_2st": 85, "alibi": 60, "dpsgd": 88, "labeldp_pro": 91}.items():
+        for run in plan.cell_runs(cfg, "table5_mnist", cols[m], 0.1):
+            if m != "labeldp_pro" or run.spec.seed == 0:  # LabelDP-Pro: 1 of 3 seeds
+                _write(cfg, run, float(v))
+    res = tables.build_table(cfg, "table5_mnist")
+    assert res.deltas[("dpsgd", 0.1)] == pytest.approx(3.0)
+    row = next(line for line in tables.render_markdown(res).splitlines() if line.startswith("| 0.1 |"))
+    assert row.endswith("| +6.0 (partial) | +3.0 (partial) |")
+    for run in plan.cell_runs(cfg, "table5_mnist", cols["labeldp_pro"], 0.1):
+        _write(cfg, run, 91.0)
+    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+               if line.startswith("| 0.1 |"))
+    assert row.endswith("| +6.0 | +3.0 |")
+
+
+def test_error_metrics_select_and_bold_the_lowest_mean(tmp_path, monkeypatch):
+    install_fake_methods(monkeypatch, ["dpsgd", "labeldp_pro"], axes=("learning_rate",))
+    cfg = repo_config(results_dir=str(tmp_path / "r"))
+    cfg["seeds"] = [0, 1]
+    cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.1, 0.2]
+    tcfg = cfg["tables"]["table5_mnist"]
+    tcfg.update(metric="test_mse", epsilons=[1.0], deltas=False)
+    tcfg["columns"] = [c for c in tcfg["columns"] if c["id"] in ("dpsgd", "labeldp_pro")]
+    cols = {c.id: c for c in plan.columns(tcfg)}
+    for m, by_lr in {"dpsgd": {0.1: 5.0, 0.2: 9.0}, "labeldp_pro": {0.1: 7.0, 0.2: 8.0}}.items():
+        for run in plan.cell_runs(cfg, "table5_mnist", cols[m], 1.0):
+            rec_val = by_lr[run.spec.hparams["learning_rate"]]
+            _write(cfg, run, None)
+            rec = records.read_record(run.record_path)
+            rec["metrics"] = {"test_mse": rec_val, "diverged": False}
+            records.write_record(run.record_path, rec)
+    res = tables.build_table(cfg, "table5_mnist")
+    assert res.cells[("dpsgd", 1.0)].mean == 5.0 and res.cells[("labeldp_pro", 1.0)].mean == 7.0
+    assert res.best[1.0] == {"dpsgd"}

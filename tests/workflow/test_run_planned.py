@@ -92,6 +92,7 @@ def test_run_sharded_prepares_once_then_writes_every_record(tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     env = dict(os.environ, PYTHON=sys.executable, SHARD_LOG_DIR=str(logs), JAX_PLATFORMS="cpu")
+    env.pop("WHEEL_DIR", None)
     args = ["--configfile", str(SMOKE), "--configfile", str(over), "--tables", "table15", "--methods", "rr"]
     out = subprocess.run(["bash", str(REPO / "workflow/scripts/run_sharded.sh"), "2", *args], env=env,
                          capture_output=True, text=True)
@@ -101,3 +102,30 @@ def test_run_sharded_prepares_once_then_writes_every_record(tmp_path):
     planned = [r for r in plan.table_runs(cfg, "table15") if r.spec.method == "rr"]
     assert planned and all(os.path.exists(r.record_path) for r in planned)
     assert sorted(p.name for p in logs.iterdir()) == ["prepare.log", "shard0.log", "shard1.log"]
+
+
+def test_prepare_only_skips_datasets_whose_runs_are_done_and_excludes_dry_run(tmp_path, capsys):
+    mod = _script()
+    over = _override(tmp_path)
+    base = ["--configfile", str(SMOKE), "--configfile", str(over), "--tables", "table15", "--methods", "rr"]
+    assert mod.main(base) == 0  # every run of the selection done
+    capsys.readouterr()
+    data = tmp_path / "data"
+    for p in sorted(data.rglob("*.npz")):
+        p.unlink()
+    assert mod.main([*base, "--prepare-only"]) == 0
+    assert "prepared " not in capsys.readouterr().out and not list(data.rglob("*.npz"))  # nothing left to run
+    import pytest
+
+    with pytest.raises(SystemExit):
+        mod.main([*base, "--prepare-only", "--dry-run"])
+    assert "not allowed with" in capsys.readouterr().err
+
+
+def test_run_sharded_refuses_a_missing_shard_count(tmp_path):
+    import subprocess
+
+    out = subprocess.run(["bash", str(REPO / "workflow/scripts/run_sharded.sh"), "--configfile", str(SMOKE)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2 and "usage:" in out.stderr and "N = number of shards" in out.stderr
+    assert not (tmp_path / "prepare.log").exists()

@@ -11,6 +11,9 @@ nothing and is listed at the end (its cell then reads "not run: N of M planned r
 Examples::
 
     # every Table 5a / Table 14 run of the GPU report config, 4 shards in parallel on one GPU
+    # (workflow/scripts/run_sharded.sh does exactly this)
+    python workflow/scripts/run_planned.py --configfile workflow/config/gpu_report.yaml \\
+        --tables table5_mnist table14 --prepare-only
     for i in 0 1 2 3; do
       python workflow/scripts/run_planned.py --configfile workflow/config/gpu_report.yaml \\
           --tables table5_mnist table14 --shard $i/4 --time-budget 500 &
@@ -18,7 +21,7 @@ Examples::
 
 Data: the raw files are fetched (mirror first: ``--mirror`` / ``data_mirror`` /
 ``LABELDP_DATA_MIRROR``) and prepared exactly as the ``fetch`` and ``prepare`` rules do.
-``--prepare-only`` does only that, for every selected run of every shard
+``--prepare-only`` does only that, for every selected run still to do, of every shard
 (``workflow/scripts/run_sharded.sh`` calls it once before it starts the shards).
 """
 
@@ -80,10 +83,11 @@ def main(argv=None) -> int:
                    help="seconds: start no run once the elapsed time plus the slowest run so far of the "
                         "same method would exceed this")
     p.add_argument("--mirror", default=None, help="raw-data mirror directory")
-    p.add_argument("--dry-run", action="store_true", help="list the runs still to do, run nothing")
-    p.add_argument("--prepare-only", action="store_true",
-                   help="fetch and prepare the data of every selected run (all shards), run nothing: "
-                        "do this once before starting shards so that they do not all prepare it")
+    once = p.add_mutually_exclusive_group()
+    once.add_argument("--dry-run", action="store_true", help="list the runs still to do, run nothing")
+    once.add_argument("--prepare-only", action="store_true",
+                      help="fetch and prepare the data of every selected run still to do (all shards), run "
+                           "nothing: do this once before starting shards so that they do not all prepare it")
     a = p.parse_args(argv)
 
     try:
@@ -103,7 +107,7 @@ def main(argv=None) -> int:
     if a.prepare_only:
         mirror = a.mirror or plan.data_mirror(cfg)
         every = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds)
-        for dataset in sorted({r.spec.dataset for r in every}):
+        for dataset in sorted({r.spec.dataset for r in every if not Path(r.record_path).exists()}):
             print(f"prepared {dataset}: {_prepare(cfg, dataset, mirror)}", flush=True)
         return 0
     todo = [r for r in runs if not Path(r.record_path).exists()]
