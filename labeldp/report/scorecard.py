@@ -127,7 +127,7 @@ def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> C
     missing, failures, details = [], [], []
     for e in scope:
         ca, cb = cells.get((a, e)), cells.get((b, e))
-        absent = [_absent(c, e, cell) for c, cell in ((a, ca), (b, cb)) if _absent(c, e, cell)]
+        absent = [why for why in (_absent(a, e, ca), _absent(b, e, cb)) if why]
         if absent:
             missing += absent
             continue
@@ -164,14 +164,17 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
         return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
     for e in scope:
         w = cells.get((claim["winner"], e))
-        if _absent(claim["winner"], e, w) or str(w.get("reference_only")) == "True":
-            missing.append(_absent(claim["winner"], e, w) or f"{claim['winner']}@{e:g}")
+        why = _absent(claim["winner"], e, w) or (f"{claim['winner']}@{e:g}"
+                                                 if str(w.get("reference_only")) == "True" else "")
+        if why:
+            missing.append(why)
             continue
         wm = float(w["mean"])
         for loser in claim["losers"]:
             lc = cells.get((loser, e))
-            if _absent(loser, e, lc):
-                missing.append(_absent(loser, e, lc))
+            why = _absent(loser, e, lc)
+            if why:
+                missing.append(why)
                 continue
             lm = float(lc["mean"])
             if not ((wm < lm) if lower_better else (wm > lm)):

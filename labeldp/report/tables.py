@@ -143,13 +143,12 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
         mean = statistics.fmean(vals)
         key = (len(recs) == planned_by_hp[hp], -mean if metric in LOWER_IS_BETTER else mean)
         if best is None or key > best[0]:
-            best = (key, vals, recs, hp)
+            best = (key, mean, vals, recs, hp)
     if best is None:
         cell.status = "all diverged"
         cell.reason = f"{cell.n_diverged}/{cell.n_runs} runs diverged"
         return cell
-    _, vals, recs, best_hp = best
-    mean = statistics.fmean(vals)
+    _, mean, vals, recs, best_hp = best
     cell.n_planned_seeds = planned_by_hp[best_hp]
     cell.n_missing = planned_by_hp[best_hp] - len(recs)
     cell.status = "ok"

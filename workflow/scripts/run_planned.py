@@ -101,12 +101,12 @@ def main(argv=None) -> int:
     if not 0 <= i < n:
         raise SystemExit(f"error: --shard {a.shard}: need 0 <= i < n")
     try:
-        runs = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds, shard=(i, n))
+        every = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds)
     except ConfigError as err:
         raise SystemExit(f"error: {err}") from None
+    runs = every[i::n]  # the shard, as select_runs(..., shard=(i, n)) gives it
     if a.prepare_only:
         mirror = a.mirror or plan.data_mirror(cfg)
-        every = select_runs(cfg, a.tables, methods=methods, epsilons=eps, seeds=seeds)
         for dataset in sorted({r.spec.dataset for r in every if not Path(r.record_path).exists()}):
             print(f"prepared {dataset}: {_prepare(cfg, dataset, mirror)}", flush=True)
         return 0
