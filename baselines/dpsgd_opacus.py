@@ -34,6 +34,7 @@ from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
 NAME = "dpsgd_opacus"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image",)
+CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 OPTIONS = ("init",)
 INITS = ("torch", "flax")
 
@@ -200,6 +201,8 @@ def run(data, spec: RunSpec) -> MethodResult:
         epsilon=float(acc.epsilon), delta=float(acc.delta), valid=True,
         mechanism="dpsgd via Opacus (poisson batches, Gaussian noise; sigma from this suite's accountant)",
         accounting=acc.to_dict(),
+        neighboring_relation=acc.neighboring_relation,
+        epsilon_by_relation=dict(acc.epsilon_by_relation),
     )
     return MethodResult(
         metrics={"test_accuracy_pct": acc_pct, "diverged": bool(diverged),
@@ -210,6 +213,7 @@ def run(data, spec: RunSpec) -> MethodResult:
                  "accounting_seconds": run_acc.seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "empty_batches": empty, "init": init,
                  "per_sample_gradient_max_rel_error": grad_check,
+                 "opacus_epsilon_relation": "add_or_remove",  # Opacus accountants: add/remove only
                  "opacus_epsilon": opacus_epsilons(noise_multiplier=sigma, sampling_rate=q, steps=steps,
                                                    delta=spec.delta),
                  "torch_threads": torch.get_num_threads()},

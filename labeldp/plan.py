@@ -75,9 +75,12 @@ def hp_id(hparams: Mapping[str, Any], defaults: Mapping[str, Any] | None = None)
 
 def run_id(spec: RunSpec) -> str:
     """``<dataset>/<method>/<variant>[-shuffle]/eps<eps>/<hp_id>/seed<seed>``: the record's path
-    below the results directory. Non-default batch sampling gets its own directory so records
-    of different sampling schemes never stand in for each other."""
+    below the results directory. Non-default batch sampling, and noise calibrated under label
+    substitution (``-labelsub``), get their own directory, so records of different sampling
+    schemes or calibrations never stand in for each other."""
     variant = spec.variant + ("" if spec.sampling == "poisson" else f"-{spec.sampling}")
+    if spec.calibration_relation == "label_substitution":
+        variant += "-labelsub"
     defaults = optional_hyperparameters(spec.method)
     return (f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/"
             f"{hp_id(spec.hparams, defaults)}/seed{spec.seed}")
@@ -260,6 +263,7 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     axes = method_axes(column.method, grid, column)
     options = variant_options(config, column.method, column.variant)
     delta = 0.0 if math.isinf(eps) else float(config["delta"])
+    relation = calibration_relation(config, table, column.method)
     out = []
     for hp in grid_points(grid, axes, column):
         for seed in config["seeds"]:
@@ -275,11 +279,34 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
                 accountant=config["accountant"],
                 profile=config["profile"],
                 sampling=config.get("sampling", "poisson"),
+                calibration_relation=relation,
             )
             pr = PlannedRun(spec=spec, record_path="", prepared_path=prepared_path(config, dataset))
             path = str(Path(config["results_dir"]) / f"{pr.run_id}.json")
             out.append(dataclasses.replace(pr, record_path=path))
     return out
+
+
+def calibration_relation(config: Mapping[str, Any], table: str, method: str) -> str | None:
+    """The relation a table's runs of ``method`` calibrate their noise under, or None.
+
+    Only methods whose noise the accountant calibrates (``CALIBRATES_WITH_ACCOUNTANT``) have
+    one: the table's ``calibration_relation``, else the config's, else ``add_or_remove`` (the
+    papers' convention). Label randomizers are exact per label and share their records
+    between tables of either relation.
+    """
+    if not registry.is_implemented(method):
+        return None
+    if not getattr(registry.get_method(method), "CALIBRATES_WITH_ACCOUNTANT", False):
+        return None
+    tcfg = config["tables"][table]
+    return tcfg.get("calibration_relation") or config.get("calibration_relation") or "add_or_remove"
+
+
+def table_relation(config: Mapping[str, Any], table: str) -> str:
+    """The calibration relation a table states in its header (its own, else the config's)."""
+    return (config["tables"][table].get("calibration_relation") or config.get("calibration_relation")
+            or "add_or_remove")
 
 
 def cell_status(config: Mapping[str, Any], table: str, column: Column) -> tuple[bool, str]:

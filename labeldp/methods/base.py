@@ -18,6 +18,11 @@ A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or `
     the dataset kinds it runs on (``"image"``, ...).
 ``run(data, spec) -> MethodResult``
     trains and evaluates one configuration and seed.
+``CALIBRATES_WITH_ACCOUNTANT: bool`` (optional, default False)
+    True for DP-SGD-family methods whose noise multiplier the accountant calibrates to the
+    target epsilon; the planner then gives their runs ``spec.calibration_relation`` (config key
+    ``calibration_relation``), and records calibrated under label substitution get their own
+    directory. Label randomizers (RR, ALIBI, ...) are exact per label and ignore it.
 
 Module top levels import only the standard library and this module; heavy imports (JAX,
 PyTorch) happen inside ``run``, so the Snakefile can discover methods cheaply. Adding a
@@ -49,6 +54,10 @@ class RunSpec:
       sampling: batch sampling of DP-SGD-family methods: ``poisson`` (what the accountant
         assumes) or ``shuffle`` (fixed-size batches; then the Poisson accounting is an
         approximation and the record is marked not valid).
+      calibration_relation: for methods whose noise the accountant calibrates
+        (``CALIBRATES_WITH_ACCOUNTANT``): the neighbouring relation the target ``epsilon`` is
+        met under, ``add_or_remove`` (the papers' convention; also what None means) or
+        ``label_substitution`` (label DP exactly). None for every other method.
     """
 
     dataset: str
@@ -62,6 +71,7 @@ class RunSpec:
     accountant: str = "pld"
     profile: str = "full"
     sampling: str = "poisson"
+    calibration_relation: str | None = None
 
     @property
     def private(self) -> bool:
@@ -96,6 +106,10 @@ class PrivacyOutcome:
       mechanism: short description (``randomized_response``, ``dpsgd_poisson_gaussian``...).
       accounting: the accountant's record (noise multiplier, sampling rate, steps, event),
         None for mechanisms that need no composition accounting.
+      neighboring_relation: the relation ``epsilon`` is stated under: ``label_substitution``
+        (one example's label changes: label DP, 000 Definition 2) or ``add_or_remove``.
+      epsilon_by_relation: the run's epsilon under every relation it has a guarantee for
+        (DP-SGD family: both; a label randomizer: ``label_substitution`` only).
     """
 
     epsilon: float
@@ -104,6 +118,8 @@ class PrivacyOutcome:
     invalid_reason: str | None = None
     mechanism: str = "none"
     accounting: Mapping[str, Any] | None = None
+    neighboring_relation: str = "label_substitution"
+    epsilon_by_relation: Mapping[str, float] | None = None
 
     def to_dict(self, *, target_epsilon: float) -> dict[str, Any]:
         enc = lambda e: "inf" if math.isinf(e) else float(e)  # noqa: E731
@@ -115,6 +131,10 @@ class PrivacyOutcome:
             "invalid_reason": self.invalid_reason,
             "mechanism": self.mechanism,
             "accounting": dict(self.accounting) if self.accounting is not None else None,
+            "neighboring_relation": self.neighboring_relation,
+            "epsilon_by_relation": ({k: enc(float(v)) for k, v in self.epsilon_by_relation.items()}
+                                    if self.epsilon_by_relation is not None
+                                    else {self.neighboring_relation: enc(self.epsilon)}),
         }
 
 

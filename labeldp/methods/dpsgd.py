@@ -12,6 +12,7 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image",)
+CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 OPTIONS = ("amplification",)
 
 

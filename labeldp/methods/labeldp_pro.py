@@ -18,6 +18,7 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
 DATASET_KINDS = ("image",)
+CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 OPTIONS = ("denoiser", "amplification", "alt_batch_size", "projection_momentum", "projection_solver")
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,

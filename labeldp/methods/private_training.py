@@ -1,6 +1,7 @@
 """The DP-SGD training loop shared by ``dpsgd`` and ``labeldp_pro`` (000 Algorithm 1).
 
-Accounting happens BEFORE training, for exactly what will run: Poisson sampling at rate
+Accounting happens BEFORE training, for exactly what will run, under the run's calibration
+relation (``spec.calibration_relation``; the record also states eps under the other one): Poisson sampling at rate
 ``q = n1 / n`` over ``steps = floor(epochs * n / n1)`` steps, the noise multiplier calibrated by
 :func:`labeldp.accounting.account_dpsgd` so that the whole run meets (epsilon, delta), then
 re-accounted. Denoisers that break amplification by subsampling (SelfSpan, SelfConv; 000
@@ -51,6 +52,9 @@ class RunAccounting:
 def account_run(spec: RunSpec, *, n: int, amplification: bool = True) -> RunAccounting:
     """Calibrates sigma for exactly the run ``spec`` describes on ``n`` training units.
 
+    The target epsilon is met under ``spec.calibration_relation`` (None: ``add_or_remove``, the
+    papers' convention); the record states the run's epsilon under every relation.
+
     Raises:
       ValueError: the batch is larger than the data, or the run has less than one step.
     """
@@ -65,7 +69,8 @@ def account_run(spec: RunSpec, *, n: int, amplification: bool = True) -> RunAcco
         raise ValueError(f"{epochs} epochs of batch {n1} over {n} examples is less than one step")
     t0 = time.perf_counter()
     acc = accounting.account_dpsgd(target_epsilon=spec.epsilon, target_delta=spec.delta, sampling_rate=n1 / n,
-                                   steps=steps, amplification=amplification, accountant=spec.accountant)
+                                   steps=steps, amplification=amplification, accountant=spec.accountant,
+                                   neighboring_relation=spec.calibration_relation or accounting.DEFAULT_RELATION)
     return RunAccounting(n=n, expected_batch_size=n1, sampling_rate=n1 / n, steps=steps, accounting=acc,
                          seconds=time.perf_counter() - t0)
 
@@ -185,6 +190,8 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
                   f"denoiser {denoiser.name}{', no amplification' if not amplification else ''})",
         accounting=acc.to_dict(),
+        neighboring_relation=acc.neighboring_relation,
+        epsilon_by_relation=dict(acc.epsilon_by_relation),
     )
     return MethodResult(
         metrics=metrics,

@@ -33,9 +33,13 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from labeldp import records
-from labeldp.plan import Column, cell_runs, cell_status, columns, format_eps, hp_id, nonprivate_column, table_epsilons
+from labeldp.plan import (Column, calibration_relation, cell_runs, cell_status, columns, hp_id, nonprivate_column,
+                          table_epsilons)
+# Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
+from labeldp.report.render import (  # noqa: F401
+    NOT_RUN, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
+    render_markdown, tidy_rows, write_atomic_text, write_csv)
 
-NOT_RUN = "not run"
 LOWER_IS_BETTER = ("test_mse", "noisy_label_mse")
 """Metrics (errors) for which the best configuration and the best cell of a row have the lowest mean."""
 BASELINE_IDS = ("rr", "rr_debiased", "lp_2st", "alibi")
@@ -61,6 +65,10 @@ class Cell:
     invalid_reason: str | None = None
     paper: float | None = None
     reference_only: bool = False
+    # the relation the runs' noise was calibrated under (None: not accountant-calibrated, e.g. RR)
+    calibration_relation: str | None = None
+    # max over the reported runs of their epsilon per relation (records' privacy.epsilon_by_relation)
+    epsilon_by_relation: dict[str, float] | None = None
 
 
 # ----------------------------------------------------------------------------- reference
@@ -158,6 +166,13 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     cell.best_hparams = recs[0]["hparams"]
     eps_vals = [records.decode_epsilon(r["privacy"]["epsilon"]) for r in recs]
     cell.achieved_epsilon = max(eps_vals)
+    cell.calibration_relation = calibration_relation(config, table, col.method)
+    by_rel: dict[str, float] = {}
+    for rel in sorted({k for r in recs for k in (r["privacy"].get("epsilon_by_relation") or {})}):
+        vals_rel = [(r["privacy"].get("epsilon_by_relation") or {}).get(rel) for r in recs]
+        if all(v is not None for v in vals_rel):  # a relation some record lacks is not stated
+            by_rel[rel] = max(records.decode_epsilon(v) for v in vals_rel)
+    cell.epsilon_by_relation = by_rel or None
     cell.delta = max(float(r["privacy"]["delta"]) for r in recs)
     cell.valid = all(bool(r["privacy"]["valid"]) for r in recs)
     reasons = {r["privacy"].get("invalid_reason") for r in recs if not r["privacy"]["valid"]}
@@ -226,254 +241,6 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
                     used.append(records.read_record(r.record_path))
     return TableResult(table, config, cols, eps_list, cells, np_cell, deltas, best, used, partial)
 
-
-# ----------------------------------------------------------------------------- formatting
-
-
-def _fmt_num(v: float | None, metric: str) -> str:
-    if v is None:
-        return ""
-    return f"{v:.3f}" if metric == "test_auc" else f"{v:.1f}"
-
-
-def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = False) -> str:
-    paper = f" ({_fmt_num(cell.paper, metric)})" if cell.paper is not None else " (paper: -)"
-    if cell.status == NOT_RUN:
-        return f"{NOT_RUN}{paper}"
-    if cell.status == "all diverged":
-        return f"diverged {cell.n_diverged}/{cell.n_runs}{paper}"
-    pm = r" $\pm$ " if latex else " ± "
-    if cell.n_seeds == 1:  # no spread from one seed: say so instead of printing "± 0.0"
-        seeds = f"1 of {cell.n_planned_seeds} seeds" if cell.n_missing else "1 seed"
-        core = f"{_fmt_num(cell.mean, metric)} ({seeds})"
-    else:
-        core = f"{_fmt_num(cell.mean, metric)}{pm}{_fmt_num(cell.std, metric)}"
-        if cell.n_missing:  # a partial cell says over how many seeds its mean is
-            core += f" ({cell.n_seeds} of {cell.n_planned_seeds} seeds)"
-    if bold:
-        core = rf"\textbf{{{core}}}" if latex else f"**{core}**"
-    marks = ""
-    if cell.reference_only or not cell.valid:
-        marks += r"$^\dagger$" if latex else "†"
-    if cell.n_diverged:
-        marks += f" [{cell.n_diverged} diverged]"
-    return f"{core}{marks}{paper}"
-
-
-def delta_text(res: TableResult, key: str, eps: float) -> str:
-    """A Delta cell: ``+x.x``, ``+x.x (partial)`` when a cell it is computed from has fewer
-    seeds than planned, or ``not run``."""
-    d = res.deltas.get((key, eps))
-    if d is None:
-        return NOT_RUN
-    return f"{d:+.1f}" + (" (partial)" if (key, eps) in res.partial_deltas else "")
-
-
-def _revision_text(git: Mapping[str, Any]) -> str:
-    """A record's code revision as the table header names it: the commit, ``+dirty`` when the
-    tree had changes, and the revision the caller stated where it was given too."""
-    commit = str(git.get("commit"))
-    text = commit + {True: "+dirty", None: " (tree state unknown)"}.get(git.get("dirty"), "")
-    stated = git.get("stated")
-    if stated:
-        other = str(stated["commit"])
-        if not (commit.startswith(other) or other.startswith(commit)):  # a short hash names the same commit
-            text += f" (stated: {other}{'+dirty' if stated.get('dirty') else ''})"
-    return text
-
-
-def header_lines(res: TableResult) -> list[str]:
-    cfg = res.config
-    tcfg = cfg["tables"][res.table]
-    recs = res.records_used
-    # the build rewrites its own report files in the checkout: those changes are not code changes
-    git = records.git_revision(exclude=tuple(str(cfg[k]) for k in ("reports_dir", "results_dir") if cfg.get(k)))
-    hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
-    rec_revs = sorted({_revision_text(r["environment"].get("git") or {}) for r in recs})
-    options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
-                      for r in recs if (r.get("config") or {}).get("run_spec", {}).get("options")})
-    sizes = sorted({f"{r['dataset']['name']}: n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
-                    f"source={r['dataset']['source']}" for r in recs}) or ["no runs"]
-    epochs = sorted({r["hparams"].get("epochs") for r in recs if "epochs" in r["hparams"]})
-    grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]
-    lines = [
-        f"- generated: {records.now_utc()}",
-        f"- git revision: {_revision_text(git)}",
-        f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
-        + ", ".join(f"{k}={v}" for k, v in grid.items()) + ")",
-        f"- seeds: {cfg['seeds']}; epochs run: {epochs or '-'}",
-        f"- data actually used: {'; '.join(sizes)}",
-        f"- delta: {cfg['delta']} (DP-SGD family); pure-DP label randomizers have delta = 0",
-        f"- accountant: {cfg['accountant']} (dp_accounting); sampling: {cfg['sampling']}",
-        f"- hardware: {'; '.join(hw)}",
-        f"- code revisions of the records: {', '.join(rec_revs) or '-'}",
-    ]
-    if options:
-        lines.append(f"- method options of the runs: {'; '.join(options)}")
-    if any(r["dataset"]["source"] != "official" for r in recs):
-        lines.append("- **WARNING: some runs use SYNTHETIC stand-in data (smoke profile); their numbers are "
-                     "not comparable to the paper.**")
-    return lines
-
-
-def render_markdown(res: TableResult) -> str:
-    tcfg = res.config["tables"][res.table]
-    metric = tcfg["metric"]
-    out = [f"# {res.table}: {tcfg['title']} (paper Table {tcfg['paper_table']})", ""]
-    out += header_lines(res)
-    out.append("")
-    out.append("Each cell: regenerated mean ± std over seeds of the best configuration (paper value in "
-               "parentheses). **Bold**: best valid cell of the row among those with all planned seeds "
-               "(a cell over fewer says \"(k of n seeds)\"; a Delta from such a cell says \"(partial)\"). † : not a valid privacy guarantee "
-               "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
-               "had uncommitted code or config changes.")
-    out.append("")
-    if res.nonprivate is not None:
-        out.append(f"Non-private reference: {cell_text(res.nonprivate, metric)}"
-                   + (f" — {res.nonprivate.reason}" if res.nonprivate.status != 'ok' else ""))
-        out.append("")
-    heads = ["eps"] + [c.label for c in res.columns]
-    if tcfg.get("deltas"):
-        heads += ["Δ_Baseline", "Δ_DP-SGD"]
-    out.append("| " + " | ".join(heads) + " |")
-    out.append("|" + "---|" * len(heads))
-    for e in res.epsilons:
-        row = [format_eps(e)]
-        for c in res.columns:
-            cell = res.cells[(c.id, e)]
-            row.append(cell_text(cell, metric, bold=c.id in res.best[e]))
-        if tcfg.get("deltas"):
-            row += [delta_text(res, key, e) for key in ("baseline", "dpsgd")]
-        out.append("| " + " | ".join(row) + " |")
-    by_reason: dict[tuple[str, str], list[str]] = defaultdict(list)  # one note per reason, naming its eps
-    for c in res.columns:
-        for e in res.epsilons:
-            if res.cells[(c.id, e)].reason:
-                by_reason[(c.label, res.cells[(c.id, e)].reason)].append(format_eps(e))
-    notes = sorted(f"{label} (eps {', '.join(eps)}{'; in each' if len(eps) > 1 else ''}): {why}"
-                   for (label, why), eps in by_reason.items())
-    invalid = sorted({f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}" for c in res.columns
-                      for e in res.epsilons if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid})
-    if notes:
-        out += ["", "Notes:"] + [f"- {n}" for n in notes]
-    if invalid:
-        out += ["", "† Not private as accounted:"] + [f"- {n}" for n in invalid]
-    return "\n".join(out) + "\n"
-
-
-def render_latex(res: TableResult) -> str:
-    tcfg = res.config["tables"][res.table]
-    metric = tcfg["metric"]
-    heads = ["$\\epsilon$"] + [c.label.replace("_", r"\_") for c in res.columns]
-    if tcfg.get("deltas"):
-        heads += [r"$\Delta_{\mathrm{Baseline}}$", r"$\Delta_{\mathrm{DP\text{-}SGD}}$"]
-    lines = [f"% {res.table}: built from result records; regenerated (paper)",
-             r"\begin{tabular}{" + "l" * len(heads) + "}", r"\toprule", " & ".join(heads) + r" \\", r"\midrule"]
-    for e in res.epsilons:
-        row = [format_eps(e)] + [cell_text(res.cells[(c.id, e)], metric, bold=c.id in res.best[e], latex=True)
-                                 for c in res.columns]
-        if tcfg.get("deltas"):
-            row += [delta_text(res, k, e) for k in ("baseline", "dpsgd")]
-        lines.append(" & ".join(row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
-
-
-def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
-    tcfg = res.config["tables"][res.table]
-    rows = []
-    cells = list(res.cells.values()) + ([res.nonprivate] if res.nonprivate else [])
-    by_id = {c.id: c for c in res.columns}
-    for cell in cells:
-        col = by_id.get(cell.column)
-        rows.append({
-            "table": res.table, "paper_table": tcfg["paper_table"], "dataset": tcfg["dataset"],
-            "column": cell.column, "method": col.method if col else "nonprivate",
-            "variant": col.variant if col else "default", "metric": tcfg["metric"],
-            "epsilon": format_eps(cell.epsilon), "status": cell.status, "reason": cell.reason,
-            "mean": cell.mean, "std": cell.std, "n_seeds": cell.n_seeds, "n_missing_seeds": cell.n_missing,
-            "n_runs": cell.n_runs,
-            "n_diverged": cell.n_diverged, "best_hparams": json.dumps(cell.best_hparams) if cell.best_hparams else "",
-            "achieved_epsilon": None if cell.achieved_epsilon is None else format_eps(cell.achieved_epsilon),
-            "delta": cell.delta, "valid": cell.valid and not cell.reference_only,
-            "reference_only": cell.reference_only, "paper": cell.paper,
-            "is_best": cell.column in res.best.get(cell.epsilon, set()),
-        })
-    return rows
-
-
-def write_atomic_text(path: Path, text: str) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()) if rows else ["table"])
-    w.writeheader()
-    for r in rows:
-        w.writerow(r)
-    write_atomic_text(path, buf.getvalue())
-
-
-def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
-    """Accuracy (AUC, MSE) vs eps on a log axis: one line per column with std bands, the
-    paper's values as hollow markers of the same colour; written atomically as PNG (and PDF)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    tcfg = res.config["tables"][res.table]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    any_line = False
-    for i, c in enumerate(res.columns):
-        color = f"C{i}"
-        pts = [(e, res.cells[(c.id, e)]) for e in res.epsilons]
-        ok = [(e, x) for e, x in pts if x.status == "ok"]
-        if ok:
-            any_line = True
-            xs = [e for e, _ in ok]
-            ys = [x.mean for _, x in ok]
-            sd = [x.std or 0 for _, x in ok]
-            ax.plot(xs, ys, "-o", color=color, label=c.label)
-            ax.fill_between(xs, [y - s for y, s in zip(ys, sd)], [y + s for y, s in zip(ys, sd)], color=color, alpha=0.2)
-        pp = [(e, x.paper) for e, x in pts if x.paper is not None]
-        if pp:
-            ax.plot([e for e, _ in pp], [v for _, v in pp], "o", mfc="none", color=color,
-                    label=None if ok else f"{c.label} (paper)")
-    ax.plot([], [], "o", mfc="none", color="gray", label="hollow: paper value")
-    ax.set_xscale("log")
-    ax.set_xlabel("epsilon")
-    ax.set_ylabel(tcfg["metric"])
-    ax.set_title(f"{res.table}: {tcfg['title']}", fontsize=8)
-    if not any_line:
-        ax.text(0.5, 0.5, "not run: no method of this figure is implemented yet", transform=ax.transAxes,
-                ha="center", va="center")
-    ax.legend(fontsize=6)
-    fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
-    for path, kw in ((png, {"dpi": 120}), (pdf, {})):
-        if path is None:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.part{path.suffix}")
-        fig.savefig(tmp, **kw)
-        os.replace(tmp, path)
-    plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -90,7 +90,7 @@ def test_delta_columns_bold_and_paper_values(cfg):
     assert ref is not None and f"({ref:.1f})" in row
     row1 = next(line for line in md.splitlines() if line.startswith("| 1.0 |"))
     n_cols = len(plan.columns(cfg["tables"]["table5_mnist"]))
-    assert row1.count("not run") == n_cols + 2  # every column and both Delta columns
+    assert row1.count("not run") == n_cols + 3  # every column, both Delta columns, the other-relation eps
     # a validation column (DP-SGD via Opacus) is shown but never bold
     assert any(c.validation for c in plan.columns(cfg["tables"]["table5_mnist"]))
 

@@ -155,7 +155,7 @@ def test_record_contents_and_event_round_trip():
   assert d["accountant"] == "pld" and d["steps"] == STEPS
   assert d["sampling_rate"] == Q and d["amplification"] is True
   assert d["delta"] == DELTA and d["target_epsilon"] == 1.0
-  assert d["neighboring_relation"] == "add_or_remove_one"
+  assert d["neighboring_relation"] == "add_or_remove"
   assert d["event"]["class_name"] == "SelfComposedDpEvent"
   assert d["event"]["count"] == STEPS
   inner = d["event"]["event"]
