@@ -176,3 +176,33 @@ def test_raw_dir_is_the_layout_of_the_fetch_and_standin_rules(tmp_path):
     assert plan.data_source(cfg, "kmnist") == "standin"
     assert plan.data_source(cfg, "mnist") == "official"
     assert plan.data_source(cfg, "cifar10") == "official"
+
+
+def test_calibration_relation_reaches_dpsgd_family_runs_only():
+    """The table's relation is given to accountant-calibrated methods only; their label-exact
+    records get their own directory, the label randomizers share theirs between both tables."""
+    from labeldp.config import load_workflow_config
+
+    cfg = load_workflow_config(REPO / "workflow/config/gpu_report.yaml",
+                               REPO / "workflow/config/gpu_report_label_dp_exact.yaml")
+    exact = {(r.spec.method, r.spec.epsilon, r.spec.seed): r for r in
+             plan.select_runs(cfg, ["table5_mnist_label_dp_exact"], epsilons={1.0})}
+    paper = {(r.spec.method, r.spec.epsilon, r.spec.seed): r for r in
+             plan.select_runs(cfg, ["table5_mnist"], epsilons={1.0})}
+    for m in ("dpsgd", "labeldp_pro"):
+        assert exact[(m, 1.0, 0)].spec.calibration_relation == "label_substitution"
+        assert "/default-labelsub/" in exact[(m, 1.0, 0)].record_path
+        assert paper[(m, 1.0, 0)].spec.calibration_relation == "add_or_remove"
+        assert "-labelsub" not in paper[(m, 1.0, 0)].record_path
+    for m in ("rr", "rr_debiased", "lp_2st", "alibi"):
+        assert exact[(m, 1.0, 0)].spec.calibration_relation is None
+        assert exact[(m, 1.0, 0)].record_path == paper[(m, 1.0, 0)].record_path
+    cfg2 = dict(cfg, calibration_relation="label_substitution")
+    assert plan.calibration_relation(cfg2, "table5_mnist", "dpsgd_opacus") == "label_substitution"
+    assert plan.table_relation(cfg2, "table5_mnist") == "label_substitution"
+
+
+def test_bad_calibration_relation_names_the_key():
+    cfg = repo_config(calibration_relation="replace_one")
+    with pytest.raises(ConfigError, match="calibration_relation"):
+        validate_config(cfg, SCHEMA)

@@ -138,8 +138,8 @@ def header_lines(res: TableResult) -> list[str]:
         f"- privacy relation: DP-SGD-family noise calibrated so that eps is met under "
         f"**{RELATION_TEXT[table_relation(cfg, res.table)]}**; the column "
         f"\"eps ({RELATION_SHORT[OTHER_RELATION[table_relation(cfg, res.table)]]})\" gives the same runs' eps under "
-        f"{OTHER_RELATION[table_relation(cfg, res.table)].replace('_', ' ')} (max over the row's DP-SGD-family "
-        f"records, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI) are exactly "
+        f"{OTHER_RELATION[table_relation(cfg, res.table)].replace('_', ' ')} (max over the row's reported DP-SGD-family "
+        f"runs, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI) are exactly "
         f"eps-label-DP under label substitution in every table (docs/privacy_relations.md)",
         f"- hardware: {'; '.join(hw)}",
         f"- code revisions of the records: {', '.join(rec_revs) or '-'}",

@@ -320,3 +320,36 @@ def test_error_metrics_select_and_bold_the_lowest_mean(tmp_path, monkeypatch):
     res = tables.build_table(cfg, "table5_mnist")
     assert res.cells[("dpsgd", 1.0)].mean == 5.0 and res.cells[("labeldp_pro", 1.0)].mean == 7.0
     assert res.best[1.0] == {"dpsgd"}
+
+
+def test_header_names_the_relation_and_the_column_gives_the_other_eps(cfg, monkeypatch):
+    """A DP-SGD-family table says which relation calibrated it; the extra column is the max over
+    the row's DP-SGD-family records of their eps under the other relation; records made before
+    the relation existed are said to be not accounted, never shown as a number."""
+    from labeldp.methods import registry
+
+    fake = registry.get_method("dpsgd")
+    monkeypatch.setattr(fake, "CALIBRATES_WITH_ACCOUNTANT", True, raising=False)
+    col = {c.id: c for c in plan.columns(cfg["tables"]["table5_mnist"])}["dpsgd"]
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+        _write(cfg, run, 90.0)
+        rec = records.read_record(run.record_path)
+        rec["privacy"]["epsilon_by_relation"] = {"add_or_remove": 0.1, "label_substitution": 0.21 + 0.001 * run.spec.seed}
+        records.write_record(run.record_path, rec)
+    for run in plan.cell_runs(cfg, "table5_mnist", col, 1.0):
+        _write(cfg, run, 91.0)  # no epsilon_by_relation: a legacy record
+    md = tables.render_markdown(tables.build_table(cfg, "table5_mnist"))
+    assert "privacy relation: DP-SGD-family noise calibrated so that eps is met under **add-or-remove-one" in md
+    head = next(line for line in md.splitlines() if line.startswith("| eps |"))
+    assert head.startswith("| eps | eps (label subst.) |")
+    row = next(line for line in md.splitlines() if line.startswith("| 0.1 |"))
+    assert row.startswith("| 0.1 | 0.212 |")  # the max over the reported configuration's seeds
+    row1 = next(line for line in md.splitlines() if line.startswith("| 1.0 |"))
+    assert "not accounted (records predate it" in row1
+    csv_rows = tables.tidy_rows(tables.build_table(cfg, "table5_mnist"))
+    dp = next(r for r in csv_rows if r["column"] == "dpsgd" and r["epsilon"] == "0.1")
+    assert dp["calibration_relation"] == "add_or_remove" and dp["epsilon_label_substitution"] == pytest.approx(0.212)
+    cfg["tables"]["table5_mnist"]["calibration_relation"] = "label_substitution"
+    md2 = tables.render_markdown(tables.build_table(cfg, "table5_mnist"))
+    assert "met under **label substitution" in md2
+    assert next(line for line in md2.splitlines() if line.startswith("| eps |")).startswith("| eps | eps (add/remove) |")
