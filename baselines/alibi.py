@@ -144,7 +144,7 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     from baselines import common
     from labeldp.methods.common import build_model_for, train_and_evaluate, train_config
-    from labeldp.training import accuracy_pct, predict_logits, to_float_images
+    from labeldp.training import accuracy_pct, audit_log_probs, predict_logits, to_float_images
 
     eps = common.require_private(spec, NAME)
     common.check_options(spec, ("prior",), NAME)
@@ -164,6 +164,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         result = train_alibi_per_step(model, x_train=x_train, noisy_onehot=z, epsilon=eps,
                                       config=train_config(spec), seed=spec.seed)
         acc = accuracy_pct(model, result.params, to_float_images(data.x_test), data.y_test)
+        audit = audit_log_probs(model, result.params, data)
         metrics = {"test_accuracy_pct": acc,
                    "diverged": result.diverged or not np.isfinite(result.final_loss),
                    "final_train_loss": result.final_loss, "steps": result.steps}
@@ -181,7 +182,7 @@ def run(data, spec: RunSpec) -> MethodResult:
             state["refresh_seconds"] += time.perf_counter() - t0
             return soft.astype(np.float32)
 
-        metrics, timings = train_and_evaluate(model, data, soft0.astype(np.float32), spec, desc=NAME,
+        metrics, timings, audit = train_and_evaluate(model, data, soft0.astype(np.float32), spec, desc=NAME,
                                               on_epoch_end=on_epoch_end)
         timings = dict(timings, prior_refresh_seconds=state["refresh_seconds"])
     details = {
@@ -195,4 +196,4 @@ def run(data, spec: RunSpec) -> MethodResult:
         "label_rng": [int(spec.seed), common.STREAM_ALIBI],
     }
     return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details)
+                        timings=timings, details=details, audit_log_probs=audit)

@@ -196,6 +196,10 @@ def run(data, spec: RunSpec) -> MethodResult:
             pred = gsm(x_test[s:s + 2048]).argmax(dim=1).numpy()
             correct += int(np.sum(pred == y_test[s:s + 2048]))
     acc_pct = 100.0 * correct / len(y_test)
+    audit = None
+    if getattr(data, "audit_inputs", None) is not None:  # the label-canary audit (labeldp.audit)
+        with torch.no_grad():
+            audit = torch.log_softmax(gsm(nchw_tensor(to_float_images(data.audit_inputs))), dim=1).numpy()
     diverged = not all(np.isfinite(losses)) or not all(torch.isfinite(p).all() for p in model.parameters())
     privacy = PrivacyOutcome(
         epsilon=float(acc.epsilon), delta=float(acc.delta), valid=True,
@@ -208,6 +212,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         metrics={"test_accuracy_pct": acc_pct, "diverged": bool(diverged),
                  "final_train_loss": losses[-1] if losses else float("nan"), "steps": steps},
         privacy=privacy,
+        audit_log_probs=audit,
         timings={"train_seconds": train_seconds, "seconds_per_step": train_seconds / steps,
                  "seconds_per_epoch": train_seconds * n / (steps * n1),
                  "accounting_seconds": run_acc.seconds},

@@ -259,7 +259,8 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     from baselines import common
     from labeldp.methods.common import build_model_for, train_config
-    from labeldp.training import accuracy_pct, one_hot, predict_logits, to_float_images, train_weighted
+    from labeldp.training import (accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images,
+                                  train_weighted)
 
     eps = common.require_private(spec, NAME)
     common.check_options(spec, ("stage1_fraction", "temperature"), NAME)
@@ -325,4 +326,4 @@ def run(data, spec: RunSpec) -> MethodResult:
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
     }
     return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details)
+                        timings=timings, details=details, audit_log_probs=audit_log_probs(model, res2.params, data))

@@ -62,7 +62,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)
     noisy, weights = noisy_targets(data.y_train, num_classes=data.num_classes, epsilon=eps, rng=rng)
     model = build_model_for(data)
-    metrics, timings = train_and_evaluate(model, data, weights, spec, desc=NAME)
+    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc=NAME)
     details = {
         "noisy_label_accuracy": common.label_accuracy(noisy, data.y_train),
         "rr_keep_probability": _keep_probability(eps, data.num_classes),
@@ -70,7 +70,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "label_rng": [int(spec.seed), common.STREAM_RANDOMIZED_RESPONSE],
     }
     return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details)
+                        timings=timings, details=details, audit_log_probs=audit)
 
 
 def _keep_probability(epsilon: float, num_classes: int) -> float:

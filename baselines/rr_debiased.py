@@ -68,7 +68,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)
     noisy, weights = noisy_targets(data.y_train, num_classes=k, epsilon=eps, rng=rng)
     model = build_model_for(data)
-    metrics, timings = train_and_evaluate(model, data, weights, spec, desc=NAME)
+    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc=NAME)
     p = k / (_exp(eps) + k - 1.0)
     details = {
         "noisy_label_accuracy": common.label_accuracy(noisy, data.y_train),
@@ -79,7 +79,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "label_rng": [int(spec.seed), common.STREAM_RANDOMIZED_RESPONSE],
     }
     return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details)
+                        timings=timings, details=details, audit_log_probs=audit)
 
 
 def _exp(x: float) -> float:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from typing import Any, Mapping, Sequence
@@ -75,12 +74,20 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
 def run_and_record(spec: RunSpec, data, *, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Runs ``spec`` on ``data`` and returns its record: the revision is taken before the run
     (see :func:`build_record`), the wall-clock time around it. The one executor body shared by
-    the ``train`` rule (:func:`main`) and ``workflow/scripts/run_planned.py``."""
+    the ``train`` rule (:func:`main`), ``workflow/scripts/run_planned.py`` and the audit."""
+    return run_with_result(spec, data, config=config)[0]
+
+
+def run_with_result(spec: RunSpec, data, *, config: Mapping[str, Any] | None = None
+                    ) -> tuple[dict[str, Any], MethodResult]:
+    """:func:`run_and_record`, also returning the method's :class:`MethodResult` (the audit
+    reads its ``audit_log_probs``, which records do not store)."""
     git_at_start = records.git_revision()
     t0 = time.perf_counter()
     result = run_spec(spec, data)
     total = time.perf_counter() - t0
-    return build_record(spec, data, result, total_seconds=total, config=config, git_at_start=git_at_start)
+    return build_record(spec, data, result, total_seconds=total, config=config,
+                        git_at_start=git_at_start), result
 
 
 def main(argv: Sequence[str] | None = None) -> int:

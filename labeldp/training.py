@@ -261,6 +261,15 @@ def predict_logits(spec: ModelSpec, params, x: np.ndarray, *, batch_size: int = 
     return np.concatenate(out, axis=0)
 
 
+def audit_log_probs(spec: ModelSpec, params, data) -> np.ndarray | None:
+    """Log-probabilities of the trained model at ``data.audit_inputs`` (the label-canary
+    audit's canaries, :mod:`labeldp.audit`), or None when the data carries none."""
+    x = getattr(data, "audit_inputs", None)
+    if x is None:
+        return None
+    return np.asarray(jax.nn.log_softmax(jnp.asarray(predict_logits(spec, params, to_float_images(x))), axis=-1))
+
+
 def accuracy_pct(spec: ModelSpec, params, x: np.ndarray, y: np.ndarray) -> float:
     """Test accuracy in percent."""
     logits = predict_logits(spec, params, x)

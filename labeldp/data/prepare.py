@@ -76,6 +76,10 @@ class PreparedData:
     source: str
     subset: int | None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Inputs at which every method reports its trained model's log-probabilities
+    # (MethodResult.audit_log_probs): the label-canary audit's canaries (labeldp.audit). None
+    # outside an audit; never saved with the prepared file.
+    audit_inputs: np.ndarray | None = None
 
     @property
     def is_synthetic(self) -> bool:

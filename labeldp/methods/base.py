@@ -150,12 +150,16 @@ class MethodResult:
       privacy: the :class:`PrivacyOutcome`.
       timings: e.g. ``{"train_seconds": .., "seconds_per_epoch": ..}``.
       details: anything method-specific worth keeping (chosen k of RRWithPrior, ...).
+      audit_log_probs: the final model's log-probabilities at ``data.audit_inputs`` (an (m, K)
+        array) when the data carries audit inputs (the label-canary audit, :mod:`labeldp.audit`);
+        else None. Every classification method sets it; the audit runner reads it.
     """
 
     metrics: Mapping[str, Any]
     privacy: PrivacyOutcome
     timings: Mapping[str, float]
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    audit_log_probs: Any = None
 
 
 def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:

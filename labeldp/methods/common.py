@@ -8,7 +8,7 @@ import numpy as np
 
 from labeldp.methods.base import RunSpec
 from labeldp.models import MODEL_FOR_DATASET, ModelSpec, build_model
-from labeldp.training import TrainConfig, accuracy_pct, to_float_images, train_weighted
+from labeldp.training import TrainConfig, accuracy_pct, audit_log_probs, to_float_images, train_weighted
 
 
 def build_model_for(data) -> ModelSpec:
@@ -27,8 +27,9 @@ def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
 
 
 def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec: RunSpec, *,
-                       desc: str, on_epoch_end=None) -> tuple[dict[str, Any], dict[str, float]]:
-    """Trains on ``target_weights`` and returns (metrics, timings)."""
+                       desc: str, on_epoch_end=None) -> tuple[dict[str, Any], dict[str, float], Any]:
+    """Trains on ``target_weights``; returns (metrics, timings, audit log-probs or None, see
+    :func:`labeldp.training.audit_log_probs`)."""
     x_train = to_float_images(data.x_train)
     result = train_weighted(model, x_train=x_train, target_weights=target_weights,
                             config=train_config(spec), seed=spec.seed, desc=desc,
@@ -37,4 +38,4 @@ def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec:
     metrics = {"test_accuracy_pct": acc, "diverged": result.diverged or not np.isfinite(result.final_loss),
                "final_train_loss": result.final_loss, "steps": result.steps}
     timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch}
-    return metrics, timings
+    return metrics, timings, audit_log_probs(model, result.params, data)

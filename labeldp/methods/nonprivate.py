@@ -30,5 +30,5 @@ def run(data, spec: RunSpec) -> MethodResult:
         raise ValueError(f"nonprivate runs take epsilon=inf, got {spec.epsilon}")
     model = build_model_for(data)
     weights = one_hot(data.y_train, data.num_classes)
-    metrics, timings = train_and_evaluate(model, data, weights, spec, desc="nonprivate")
-    return MethodResult(metrics=metrics, privacy=NON_PRIVATE, timings=timings)
+    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc="nonprivate")
+    return MethodResult(metrics=metrics, privacy=NON_PRIVATE, timings=timings, audit_log_probs=audit)

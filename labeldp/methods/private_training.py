@@ -116,7 +116,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
 
     from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch, shuffled_batches
     from labeldp.methods.common import build_model_for
-    from labeldp.training import accuracy_pct, to_float_images
+    from labeldp.training import accuracy_pct, audit_log_probs, to_float_images
 
     if not spec.private:
         raise ValueError(f"{spec.method} is a private method: epsilon must be finite, got {spec.epsilon}")
@@ -196,6 +196,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     return MethodResult(
         metrics=metrics,
         privacy=privacy,
+        audit_log_probs=audit_log_probs(model, state.params, data),
         timings={"train_seconds": train_seconds, "seconds_per_epoch": train_seconds / max(steps / steps_per_epoch, 1e-9),
                  "seconds_per_step": train_seconds / steps, "accounting_seconds": accounting_seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,

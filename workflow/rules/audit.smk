@@ -1,0 +1,77 @@
+# Label-canary privacy audit (labeldp/audit): one training run per audited (column, eps, seed)
+# with label canaries, then the table of claimed eps next to audited lower bounds, then the check
+# that fails loudly when a lower bound exceeds the label-DP eps.
+#   snakemake --cores 2 --configfile workflow/config/audit.yaml audit
+import json as _json
+
+from labeldp.audit import plan as _audit_plan
+
+AUDIT_RUNS = {r.record_path: r for r in _audit_plan.audit_runs(config)}
+AUDIT_RESULTS = str(_audit_plan.audit_dir(config, "results"))
+AUDIT_REPORTS = str(_audit_plan.audit_dir(config, "reports"))
+
+
+def _audit_run(wc):
+    path = f"{AUDIT_RESULTS}/{wc.run}.json"
+    if path not in AUDIT_RUNS:
+        raise WorkflowError(f"{path} is not a planned audit run of this config (see labeldp/audit/plan.py)")
+    return AUDIT_RUNS[path]
+
+
+rule audit_run:
+    input:
+        data=lambda wc: _audit_run(wc).prepared_path,
+    output:
+        f"{AUDIT_RESULTS}/{{run}}.json",
+    wildcard_constraints:
+        run="[^/]+/[^/]+/[^/]+/eps[^/]+/[^/]+/seed[0-9]+",
+    log:
+        f"{LOGS}/audit/{{run}}.log",
+    params:
+        spec=lambda wc: _json.dumps(_audit_run(wc).spec.to_dict()),
+        acfg=lambda wc: config["audit"],
+        wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"], "audit": config["audit"]}),
+    threads: config.get("threads_per_job", 1)
+    resources:
+        gpu=config.get("gpu_per_job", 0),
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.runner --spec {params.spec:q} "
+        "--data {input.data} --out {output} --train-subset {params.acfg[train_subset]} "
+        "--num-canaries {params.acfg[num_canaries]} --confidence {params.acfg[confidence]} "
+        "--workflow-config {params.wf:q} > {log} 2>&1"
+
+
+rule audit_table:
+    input:
+        [] if config.get("aggregate_existing_only") else list(AUDIT_RUNS),
+    output:
+        md=report(f"{AUDIT_REPORTS}/audit.md", caption="../report/table.rst", category="Audit",
+                  labels={"table": "audit", "format": "markdown"}),
+        csv=f"{AUDIT_REPORTS}/audit.csv",
+    log:
+        f"{LOGS}/aggregate/audit.log",
+    params:
+        cfg=lambda wc: _json.dumps(config),
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.table --config-json {params.cfg:q} "
+        "--out-dir {AUDIT_REPORTS} > {log} 2>&1"
+
+
+rule audit:
+    input:
+        f"{AUDIT_REPORTS}/audit.csv",
+    output:
+        f"{AUDIT_REPORTS}/audit.passed",
+    log:
+        f"{LOGS}/aggregate/audit_check.log",
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        # fails loudly (exit 1, the failures named in the log and on stderr) when an audited
+        # lower bound exceeds a run's label-DP eps; the table stays for inspection
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.table --check {input} > {log} 2>&1 "
+        "|| {{ cat {log} >&2; exit 1; }}; cat {log}; cp {log} {output}"
