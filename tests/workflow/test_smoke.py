@@ -133,11 +133,20 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     for r in _rows(rep / "tables/table7.csv"):
         assert r["status"] == "not run" and r["reason"]
 
+    # the label-canary audit ran for every classification column, and its check passed
+    audit_rows = _rows(rep / "audit/audit.csv")
+    assert len(audit_rows) == 7 and all(r["status"] == "ok" for r in audit_rows), audit_rows
+    assert all(0.0 <= float(r["audited_lower_bound"]) <= float(r["epsilon_label_substitution"]) for r in audit_rows)
+    assert (rep / "audit/audit.passed").exists() and "Label-canary privacy audit" in (rep / "audit/audit.md").read_text()
+
     # 3. the records are complete and honest
     recs = [json.loads(p.read_text()) for p in (work / "results/smoke").rglob("*.json")]
     assert recs
     for rec in recs:
         assert rec["privacy"]["epsilon"] is not None and "valid" in rec["privacy"]
+        assert rec["privacy"]["epsilon_by_relation"]  # eps under every relation it has a guarantee for
+        if rec["method"] in ("dpsgd", "labeldp_pro", "dpsgd_opacus"):
+            assert set(rec["privacy"]["epsilon_by_relation"]) == {"add_or_remove", "label_substitution"}
         assert rec["environment"]["packages"]["jax"]
         assert rec["dataset"]["source"] == ("synthetic_standin" if rec["dataset"]["name"] in ("cifar10", "kmnist") else "official")
 
@@ -169,7 +178,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
