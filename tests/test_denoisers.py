@@ -299,7 +299,7 @@ def test_resolve_solver_by_memory_and_bad_names(monkeypatch):
     many, few = D.JACOBIAN_MIN_STEPS, D.JACOBIAN_MIN_STEPS - 1
     assert D.resolve_solver("auto", 8, K, params, many) == "jacobian"
     assert D.resolve_solver("auto", 8, K, params, few) == "matrix_free"  # building G^T would not pay off
-    monkeypatch.setattr(D, "JACOBIAN_MAX_BYTES", 4 * 8 * K * d - 1)
+    monkeypatch.setattr(D.linear_maps, "JACOBIAN_MAX_BYTES", 4 * 8 * K * d - 1)
     assert D.resolve_solver("auto", 8, K, params, many) == "matrix_free"
     assert D.resolve_solver("auto", 7, K, params, many) == "jacobian"
     assert D.resolve_solver("jacobian", 8, K, params, few) == "jacobian"

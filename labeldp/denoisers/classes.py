@@ -1,0 +1,201 @@
+"""The denoisers of 000 Table 1 behind one call signature, and their factories."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax.numpy as jnp
+
+from labeldp.denoisers.hull import _simplex_least_squares, _smooth
+from labeldp.denoisers.linear_maps import LoopKind, PyTree, SolverKind, _check_solver, resolve_loop, resolve_solver
+from labeldp.denoisers.span import span_projection
+
+@dataclasses.dataclass(frozen=True)
+class Denoiser:
+    """Base class: a gradient denoiser of 000 Table 1.
+
+    Call signature (common to all)::
+
+        denoiser(noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None)
+            -> (denoised_grad, info)
+
+    where ``x``/``mask`` are the features and 0/1 mask of the current (padded) batch I^G and
+    ``x_alt``/``alt_mask`` those of the alternative batch I^P (AltConv only); labels are never
+    passed. ``info`` is a dict of scalar diagnostics.
+
+    Attributes:
+      name: ``noop``, ``self_span``, ``self_conv`` or ``alt_conv``.
+      breaks_amplification: True when the output depends on which examples are in I^G, so
+        accounting must not use amplification by subsampling (000 Section 3.4, Table 1).
+      uses_alt_batch: True when the training loop must supply ``x_alt``.
+    """
+
+    name: str = dataclasses.field(init=False, default="base")
+    breaks_amplification: bool = dataclasses.field(init=False, default=False)
+    uses_alt_batch: bool = dataclasses.field(init=False, default=False)
+
+    def host_loop(self, *trees: PyTree) -> bool:
+        """True when this denoiser runs a Python-driven loop (cannot be inside a jit)."""
+        return False
+
+    def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
+        """The convex-hull solver this denoiser uses on ``rows`` examples of ``k`` classes
+        (:func:`resolve_solver`), or None when it runs no convex-hull projection."""
+        del rows, k, params
+        return None
+
+    def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOp(Denoiser):
+    """NOOP: returns the noisy gradient (plain DP-SGD)."""
+
+    name: str = dataclasses.field(init=False, default="noop")
+
+    def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
+        del logits_fn, params, x, mask, x_alt, alt_mask
+        return noisy_grad, {}
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfSpan(Denoiser):
+    """SELFSPAN: projection onto the span of the batch's per-example per-class gradients.
+
+    Attributes:
+      iters, tol, loop, chunk: see :func:`span_projection`.
+    """
+
+    iters: int = 100
+    tol: float = 1e-6
+    loop: LoopKind = "auto"
+    chunk: int = 10
+    name: str = dataclasses.field(init=False, default="self_span")
+    breaks_amplification: bool = dataclasses.field(init=False, default=True)
+
+    def host_loop(self, *trees: PyTree) -> bool:
+        return resolve_loop(self.loop, *trees) == "python"
+
+    def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
+        del x_alt, alt_mask
+        out = span_projection(
+            logits_fn, params, x, noisy_grad, mask=mask, iters=self.iters, tol=self.tol,
+            loop=self.loop, chunk=self.chunk,
+        )
+        return out, {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConvBase(Denoiser):
+    steps: int = 200
+    step_size: float | str = 0.02
+    smoothing: float = 0.75
+    momentum: str = "none"
+    loop: LoopKind = "auto"
+    chunk: int = 10
+    solver: SolverKind = "auto"
+
+    def __post_init__(self):
+        _check_solver(self.solver)
+
+    def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
+        return resolve_solver(self.solver, rows, k, params, self.steps)
+
+    def host_loop(self, *trees: PyTree) -> bool:
+        return resolve_loop(self.loop, *trees) == "python"
+
+    def _project(self, noisy_grad, logits_fn, params, x, mask):
+        res, apply_g = _simplex_least_squares(
+            logits_fn, params, x, noisy_grad, steps=self.steps, step_size=self.step_size,
+            mask=mask, init=None, momentum=self.momentum, loop=self.loop, chunk=self.chunk, solver=self.solver,
+        )
+        m = None if mask is None else jnp.asarray(mask, jnp.float32)
+        out = apply_g(_smooth(res.alpha, float(self.smoothing), m))
+        obj = res.objectives[-1] if self.steps > 0 else res.initial_objective
+        return out, {"projection_objective": obj, "projection_objective_init": res.initial_objective,
+                     "alpha_max": jnp.max(res.alpha)}
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfConv(_ConvBase):
+    """SELFCONV: projection onto the convex hull of the batch's per-example per-class gradients.
+
+    Attributes:
+      steps, step_size, smoothing, momentum, loop, chunk, solver: see :func:`convex_hull_projection`.
+    """
+
+    name: str = dataclasses.field(init=False, default="self_conv")
+    breaks_amplification: bool = dataclasses.field(init=False, default=True)
+
+    def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
+        del x_alt, alt_mask
+        return self._project(noisy_grad, logits_fn, params, x, mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class AltConv(_ConvBase):
+    """ALTCONV: projection onto the convex hull of an independent alternative batch I^P.
+
+    The training loop samples I^P (``alt_batch_size`` examples, ``None`` = n1, independent of
+    I^G) and passes its features as ``x_alt``; compatible with amplification (000 Section 3.4).
+
+    Attributes:
+      alt_batch_size: n2 (``None``: the expected batch size n1).
+      steps, step_size, smoothing, momentum, loop, chunk, solver: see :func:`convex_hull_projection`.
+    """
+
+    alt_batch_size: int | None = None
+    name: str = dataclasses.field(init=False, default="alt_conv")
+    uses_alt_batch: bool = dataclasses.field(init=False, default=True)
+
+    def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
+        del x, mask
+        if x_alt is None:
+            raise ValueError("alt_conv needs the alternative batch features x_alt")
+        return self._project(noisy_grad, logits_fn, params, x_alt, alt_mask)
+
+
+def noop() -> NoOp:
+    """NOOP denoiser (DP-SGD)."""
+    return NoOp()
+
+
+def self_span(*, iters: int = 100, tol: float = 1e-6, loop: LoopKind = "auto", chunk: int = 10) -> SelfSpan:
+    """SELFSPAN denoiser (000 Table 1); ``breaks_amplification=True``."""
+    return SelfSpan(iters=iters, tol=tol, loop=loop, chunk=chunk)
+
+
+def self_conv(
+    *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
+    momentum: str = "none", loop: LoopKind = "auto", chunk: int = 10, solver: SolverKind = "auto",
+) -> SelfConv:
+    """SELFCONV denoiser (000 Table 1); ``breaks_amplification=True``."""
+    return SelfConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum, loop=loop, chunk=chunk,
+                    solver=solver)
+
+
+def alt_conv(
+    *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
+    momentum: str = "none", alt_batch_size: int | None = None, loop: LoopKind = "auto", chunk: int = 10,
+    solver: SolverKind = "auto",
+) -> AltConv:
+    """ALTCONV denoiser (000 Table 1, the paper's default); amplification-compatible."""
+    return AltConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum,
+                   alt_batch_size=alt_batch_size, loop=loop, chunk=chunk, solver=solver)
+
+
+DENOISERS: dict[str, Callable[..., Denoiser]] = {
+    "noop": noop,
+    "self_span": self_span,
+    "self_conv": self_conv,
+    "alt_conv": alt_conv,
+}
+
+
+def make_denoiser(name: str, **options: Any) -> Denoiser:
+    """Builds a denoiser by name (``noop``, ``self_span``, ``self_conv``, ``alt_conv``)."""
+    if name not in DENOISERS:
+        raise ValueError(f"unknown denoiser {name!r}; known: {sorted(DENOISERS)}")
+    return DENOISERS[name](**options)
