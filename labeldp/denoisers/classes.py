@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 
 from labeldp.denoisers.hull import _simplex_least_squares, _smooth
+from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection, resolve_hull_solver
 from labeldp.denoisers.linear_maps import LoopKind, PyTree, SolverKind, _check_solver, resolve_loop, resolve_solver
 from labeldp.denoisers.span import span_projection
 
@@ -89,6 +91,17 @@ class SelfSpan(Denoiser):
 
 @dataclasses.dataclass(frozen=True)
 class _ConvBase(Denoiser):
+    """The convex-hull denoisers' projection settings.
+
+    The paper's form (000 Section 3.2 and Appendix C: raw vertices, one joint simplex, the
+    uniform start, ``steps`` PGD iterations; :mod:`labeldp.denoisers.hull`) runs when
+    ``vertices="raw"``, ``coefficient_set="joint"``, ``start="uniform"`` and ``tol=None`` (the
+    defaults here). Any other choice runs the converged projection
+    (:mod:`labeldp.denoisers.hull_converged`): FISTA with step 1/L to a Frank-Wolfe gap of
+    ``tol * ||g||^2``, at most ``steps`` iterations (step ``step_size``, ``"auto"``: 1/L); it
+    needs ``momentum="nesterov"``.
+    """
+
     steps: int = 200
     step_size: float | str = 0.02
     smoothing: float = 0.75
@@ -96,17 +109,50 @@ class _ConvBase(Denoiser):
     loop: LoopKind = "auto"
     chunk: int = 10
     solver: SolverKind = "auto"
+    vertices: str = "raw"
+    clip_norm: float | None = None
+    coefficient_set: str = "joint"
+    start: str = "uniform"
+    tol: float | None = None
 
     def __post_init__(self):
         _check_solver(self.solver)
+        if self.converged:
+            if self.momentum != "nesterov":
+                raise ValueError("the converged projection runs FISTA: set projection_momentum: nesterov")
+            self.hull_options  # validates the options
+
+    @property
+    def converged(self) -> bool:
+        """True when this is not the paper's form (see the class docstring)."""
+        return (self.vertices, self.coefficient_set, self.start, self.tol) != ("raw", "joint", "uniform", None)
+
+    @property
+    def hull_options(self) -> HullOptions:
+        return HullOptions(vertices=self.vertices, clip_norm=self.clip_norm, coefficient_set=self.coefficient_set,
+                           start=self.start, tol=0.0 if self.tol is None else float(self.tol),
+                           max_steps=int(self.steps), smoothing=float(self.smoothing), solver=self.solver,
+                           chunk=int(self.chunk), step_size=None if self.step_size == "auto" else float(self.step_size))
 
     def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
+        if self.converged:
+            return resolve_hull_solver(self.solver, rows, k, params)
         return resolve_solver(self.solver, rows, k, params, self.steps)
 
     def host_loop(self, *trees: PyTree) -> bool:
+        if self.converged:  # the matrix-free converged solver checks its gap from Python
+            return True
         return resolve_loop(self.loop, *trees) == "python"
 
     def _project(self, noisy_grad, logits_fn, params, x, mask):
+        if self.converged:
+            res = converged_hull_projection(logits_fn, params, x, noisy_grad, options=self.hull_options, mask=mask)
+            out_norm = jnp.sqrt(sum(jnp.sum(v * v) for v in jax.tree_util.tree_leaves(res.projected)))
+            return res.projected, {
+                "projection_objective": res.objective, "projection_objective_init": res.objective_init,
+                "alpha_max": jnp.max(res.alpha), "projection_gap_relative": res.gap_relative,
+                "projection_iterations": res.iterations,
+                "smoothing_bias_ratio": res.smoothing_bias_norm / jnp.maximum(out_norm, 1e-30)}
         res, apply_g = _simplex_least_squares(
             logits_fn, params, x, noisy_grad, steps=self.steps, step_size=self.step_size,
             mask=mask, init=None, momentum=self.momentum, loop=self.loop, chunk=self.chunk, solver=self.solver,
@@ -170,20 +216,27 @@ def self_span(*, iters: int = 100, tol: float = 1e-6, loop: LoopKind = "auto", c
 def self_conv(
     *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
     momentum: str = "none", loop: LoopKind = "auto", chunk: int = 10, solver: SolverKind = "auto",
+    vertices: str = "raw", clip_norm: float | None = None, coefficient_set: str = "joint", start: str = "uniform",
+    tol: float | None = None,
 ) -> SelfConv:
-    """SELFCONV denoiser (000 Table 1); ``breaks_amplification=True``."""
+    """SELFCONV denoiser (000 Table 1); ``breaks_amplification=True``. The defaults are the
+    paper's form; see :class:`_ConvBase` for the converged projection's options."""
     return SelfConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum, loop=loop, chunk=chunk,
-                    solver=solver)
+                    solver=solver, vertices=vertices, clip_norm=clip_norm, coefficient_set=coefficient_set,
+                    start=start, tol=tol)
 
 
 def alt_conv(
     *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
     momentum: str = "none", alt_batch_size: int | None = None, loop: LoopKind = "auto", chunk: int = 10,
-    solver: SolverKind = "auto",
+    solver: SolverKind = "auto", vertices: str = "raw", clip_norm: float | None = None,
+    coefficient_set: str = "joint", start: str = "uniform", tol: float | None = None,
 ) -> AltConv:
-    """ALTCONV denoiser (000 Table 1, the paper's default); amplification-compatible."""
+    """ALTCONV denoiser (000 Table 1, the paper's default); amplification-compatible. The
+    defaults are the paper's form; see :class:`_ConvBase` for the converged projection's options."""
     return AltConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum,
-                   alt_batch_size=alt_batch_size, loop=loop, chunk=chunk, solver=solver)
+                   alt_batch_size=alt_batch_size, loop=loop, chunk=chunk, solver=solver, vertices=vertices,
+                   clip_norm=clip_norm, coefficient_set=coefficient_set, start=start, tol=tol)
 
 
 DENOISERS: dict[str, Callable[..., Denoiser]] = {

@@ -9,6 +9,10 @@ hyper-parameters: ``proj_steps``, ``proj_step_size`` and the smoothing ``lambda`
 Implementation options (same algorithm, recorded in the result's ``details``):
 ``projection_momentum`` (``none``: the paper's PGD; ``nesterov``: FISTA) and
 ``projection_solver`` (``auto`` | ``matrix_free`` | ``jacobian``, see :mod:`labeldp.denoisers`).
+Projection options (:data:`HULL_DEFAULTS`; :mod:`labeldp.denoisers.hull_converged`):
+``vertices`` (``clipped`` to C | ``raw``), ``coefficient_set`` (``joint`` | ``per_example``),
+``projection_start`` (``predicted`` | ``uniform``) and ``projection_tol`` (a relative Frank-Wolfe
+gap, ``proj_steps`` the cap; ``null``: exactly ``proj_steps`` iterations).
 """
 
 from __future__ import annotations
@@ -19,12 +23,21 @@ NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
 DATASET_KINDS = ("image",)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
-OPTIONS = ("denoiser", "amplification", "alt_batch_size", "projection_momentum", "projection_solver")
+_HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
+                 "projection_tol")
+OPTIONS = ("denoiser", "amplification", "alt_batch_size") + _HULL_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,
-    "self_conv": ("denoiser", "amplification", "projection_momentum", "projection_solver"),
+    "self_conv": ("denoiser", "amplification") + _HULL_OPTIONS,
     "self_span": ("denoiser", "amplification"),
 }
+#: The projection when a variant says nothing (the converged projection, issue 13): vertices
+#: clipped to C, one joint simplex, started at the model's predicted probabilities, FISTA to a
+#: Frank-Wolfe gap of 1e-3 ||g~||^2 with ``proj_steps`` as the cap. The paper's form (000
+#: Section 3.2, Appendix C) is ``{vertices: raw, projection_start: uniform, projection_tol: null}``
+#: (with ``projection_momentum: none`` for its plain PGD).
+HULL_DEFAULTS = {"vertices": "clipped", "coefficient_set": "joint", "projection_start": "predicted",
+                 "projection_tol": 1e-3}
 
 
 def projection_step_size(value) -> float | str:
@@ -60,15 +73,20 @@ def make_denoiser_for(spec: RunSpec):
         raise ValueError(f"unknown denoiser {name!r} in variant {spec.variant!r}; use alt_conv, self_conv or self_span")
     check_options(spec, _DENOISER_OPTIONS[name], f"{NAME} with denoiser {name}")
     hp = spec.hparams
-    momentum = spec.options.get("projection_momentum", "none")
-    solver = spec.options.get("projection_solver", "auto")
+    if name == "self_span":
+        return denoisers.self_span(iters=int(hp["proj_steps"]))
+    opt = {**HULL_DEFAULTS, **spec.options}
+    tol = opt["projection_tol"]
+    paper_form = (opt["vertices"], opt["coefficient_set"], opt["projection_start"], tol) == \
+        ("raw", "joint", "uniform", None)
+    kw = dict(steps=int(hp["proj_steps"]), step_size=projection_step_size(hp["proj_step_size"]),
+              smoothing=float(hp["smoothing"]), solver=spec.options.get("projection_solver", "auto"),
+              momentum=spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
+              vertices=opt["vertices"], clip_norm=float(hp["clip_norm"]), coefficient_set=opt["coefficient_set"],
+              start=opt["projection_start"], tol=None if tol is None else float(tol))
     if name == "alt_conv":
-        return denoisers.alt_conv(steps=int(hp["proj_steps"]), step_size=projection_step_size(hp["proj_step_size"]),
-                                  smoothing=float(hp["smoothing"]), momentum=momentum, solver=solver)
-    if name == "self_conv":
-        return denoisers.self_conv(steps=int(hp["proj_steps"]), step_size=projection_step_size(hp["proj_step_size"]),
-                                   smoothing=float(hp["smoothing"]), momentum=momentum, solver=solver)
-    return denoisers.self_span(iters=int(hp["proj_steps"]))  # the one name left (checked above)
+        return denoisers.alt_conv(**kw)
+    return denoisers.self_conv(**kw)
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -75,6 +75,18 @@ def account_run(spec: RunSpec, *, n: int, amplification: bool = True) -> RunAcco
                          seconds=time.perf_counter() - t0)
 
 
+def _projection_summary(diag: dict[str, list]) -> dict[str, Any]:
+    """Per-run summary of the converged projection's per-step diagnostics (empty otherwise):
+    the final relative Frank-Wolfe gap and iterations, their median and max over the steps."""
+    out: dict[str, Any] = {}
+    for name, vals in diag.items():
+        v = np.asarray([float(x) for x in vals])
+        out[f"{name}_final"] = float(v[-1])
+        out[f"{name}_median"] = float(np.median(v))
+        out[f"{name}_max"] = float(np.max(v))
+    return out
+
+
 def initial_params(model, *, seed: int):
     """The initial parameters of a DP-SGD run, and the key stream that continues after them.
 
@@ -161,6 +173,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         k=int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1]), params=params)
     diverged = False
     losses = []
+    proj_diag: dict[str, list[float]] = {}  # per-step projection diagnostics (labels never read)
     t0 = time.perf_counter()
     for idx, mask in tqdm(batches, total=steps, desc=desc, leave=False):
         x_alt = None
@@ -170,6 +183,9 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         key, sk = jax.random.split(key)
         state, info = step(state, batch, sk)
         losses.append(info.loss)
+        for name in ("projection_gap_relative", "projection_iterations", "smoothing_bias_ratio"):
+            if name in info.denoise:
+                proj_diag.setdefault(name, []).append(info.denoise[name])
     losses = [float(v) for v in losses]
     train_seconds = time.perf_counter() - t0
     if not all(np.isfinite(losses)) or not all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(state.params)):
@@ -201,5 +217,6 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
                  "seconds_per_step": train_seconds / steps, "accounting_seconds": accounting_seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,
                  "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None,
-                 "projection_solver": projection_solver},
+                 "projection_solver": projection_solver,
+                 **_projection_summary(proj_diag)},
     )

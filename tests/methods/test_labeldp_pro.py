@@ -106,18 +106,31 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5,
               smoothing=0.75)
     runs = {}
+    paper = {"vertices": "raw", "projection_start": "uniform", "projection_tol": None}  # the paper's form
     for solver in ("matrix_free", "jacobian"):
         spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="default", epsilon=1.0, delta=1e-5, seed=1,
-                       hparams=hp, options={"denoiser": "alt_conv", "alt_batch_size": 16, "projection_solver": solver})
+                       hparams=hp, options={"denoiser": "alt_conv", "alt_batch_size": 16, "projection_solver": solver,
+                                            **paper})
         runs[solver] = labeldp_pro.run(data, spec)
         assert runs[solver].details["projection_solver"] == solver
     a, b = runs["matrix_free"], runs["jacobian"]
     assert a.privacy.epsilon == b.privacy.epsilon and a.privacy.valid
     np.testing.assert_allclose(a.metrics["final_train_loss"], b.metrics["final_train_loss"], rtol=1e-3)
-    spec_auto = RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "alt_batch_size": 16}})
+    spec_auto = RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "alt_batch_size": 16, **paper}})
     assert labeldp_pro.run(data, spec_auto).details["projection_solver"] == "matrix_free"  # 5 steps: too few
     spec_many = RunSpec(**{**spec_auto.__dict__, "hparams": {**hp, "proj_steps": D.JACOBIAN_MIN_STEPS}})
     assert labeldp_pro.run(data, spec_many).details["projection_solver"] == "jacobian"  # 160 x 15,210 floats
+    # a variant that says nothing runs the converged projection (clipped, predicted start, to 1e-3)
+    spec_conv = RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "alt_batch_size": 16}})
+    den = labeldp_pro.make_denoiser_for(spec_conv)
+    assert den.converged and (den.vertices, den.clip_norm, den.start, den.tol, den.momentum) == (
+        "clipped", 5.0, "predicted", 1e-3, "nesterov")
+    res = labeldp_pro.run(data, spec_conv)
+    assert res.details["projection_solver"] == "jacobian"  # converged: whenever G^T fits
+    assert np.isfinite(res.metrics["final_train_loss"])
+    d = res.details  # the record states how far each step's projection got
+    assert 1 <= d["projection_iterations_max"] <= 5 and d["projection_gap_relative_final"] >= 0.0
+    assert 0.0 <= d["smoothing_bias_ratio_median"]
 
 
 def test_unknown_options_are_refused_not_ignored():

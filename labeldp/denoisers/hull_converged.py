@@ -1,0 +1,403 @@
+"""The convex-hull projection solved to a stated tolerance (issue: LabelDP-Pro that denoises).
+
+Same problem as :mod:`labeldp.denoisers.hull` (000 Sections 3.2-3.3), with the choices the paper
+leaves open made so that the projection converges and denoises:
+
+* ``vertices``: ``"raw"`` (000 Appendix C: the per-example per-class gradients as they are) or
+  ``"clipped"`` (each clipped to DP-SGD's norm C, so the clipped clean batch gradient, the mean of
+  clipped per-example gradients at the true labels, lies in the hull, as 000 Section 3.1's
+  argument needs). Clipping scales columns: ``G_c = G diag(s)``, ``s = min(1, C / ||G e_j||)``;
+  only the n*K column norms are needed, so the matrix-free solver still never holds ``G``.
+* ``coefficient_set``: ``"joint"`` (one simplex over all n*K vertices, 000 Section 3.2 as
+  written) or ``"per_example"`` (one K-simplex per example with ``G / n``: ``alpha_i`` is a soft
+  label of example i and ``G alpha`` the mean gradient under soft labels; 000 Section 3.3's
+  label-smoothing reading). Smoothing mixes with the uniform point of the chosen set.
+* ``start``: ``"uniform"`` (the paper's implicit start) or ``"predicted"``: the model's own
+  predicted probabilities ``softmax(f(x))`` (per example; divided by n for ``joint``). No label is
+  read. With raw vertices ``G alpha_0 = 0`` exactly (the cross-entropy gradient averaged over
+  the model's own predictive distribution vanishes).
+* stopping: FISTA (Beck & Teboulle 2009) with function-value restart (O'Donoghue & Candes 2015)
+  and step ``1 / (1.05 L)``, ``L = 2 lambda_max(G^T G)`` by power iteration (or a fixed step),
+  stopped when the
+  Frank-Wolfe duality gap ``<grad F(alpha), alpha> - min_{s in set} <grad F(alpha), s>``, an upper
+  bound on ``F(alpha) - F*`` for the convex ``F(alpha) = ||G alpha - g||^2``, falls below
+  ``tol * ||g||^2``, or after ``max_steps`` iterations. The gap costs no extra product: the
+  iteration keeps ``G^T (G alpha - g)``, and FISTA's extrapolated gradient follows by linearity.
+
+Solvers (as in :mod:`labeldp.denoisers`): ``jacobian`` materialises ``G^T`` once and runs one
+``lax.while_loop`` of dense products; ``matrix_free`` drives jitted chunks of JVP/VJP iterations
+from Python and checks the gap after each chunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Literal, NamedTuple
+
+import jax
+import jax.flatten_util
+import jax.numpy as jnp
+
+from labeldp.denoisers.linear_maps import (_HIGHEST, LogitsFn, PyTree, _jacobian_rows, _linear_maps, _LinearMaps,
+                                           _param_bytes, _tree_sqnorm, _tree_sub, JACOBIAN_MAX_BYTES)
+from labeldp.denoisers.simplex import project_simplex
+
+VERTICES = ("clipped", "raw")
+COEFFICIENT_SETS = ("joint", "per_example")
+STARTS = ("predicted", "uniform")
+
+__all__ = ["HullOptions", "HullResult", "converged_hull_projection", "frank_wolfe_gap", "project_rows_simplex",
+           "column_norms", "VERTICES", "COEFFICIENT_SETS", "STARTS"]
+
+
+@dataclasses.dataclass(frozen=True)
+class HullOptions:
+    """How the convex-hull projection is set up and solved.
+
+    Attributes:
+      vertices: ``"clipped"`` (to ``clip_norm``) or ``"raw"``.
+      clip_norm: C, required for clipped vertices.
+      coefficient_set: ``"joint"`` or ``"per_example"``.
+      start: ``"predicted"`` or ``"uniform"``.
+      tol: stop when the Frank-Wolfe gap is at most ``tol * ||g||^2``.
+      max_steps: iteration cap.
+      smoothing: lambda of 000 Section 3.3 (1 disables it).
+      solver: ``"auto"`` (``jacobian`` when ``G^T`` takes at most ``JACOBIAN_MAX_BYTES``),
+        ``"jacobian"`` or ``"matrix_free"``.
+      chunk: iterations per jitted chunk of the matrix-free solver (the gap is checked between
+        chunks).
+      power_iters: power iterations for ``L``.
+      step_size: a fixed FISTA step instead of ``1 / (1.05 L)`` (000 D.2's grid {0.01, 0.02,
+        0.05}; sensible only for the per-example set, where ``G / n`` makes L small).
+    """
+
+    vertices: str = "clipped"
+    clip_norm: float | None = None
+    coefficient_set: str = "joint"
+    start: str = "predicted"
+    tol: float = 1e-3
+    max_steps: int = 500
+    smoothing: float = 1.0
+    solver: str = "auto"
+    chunk: int = 10
+    power_iters: int = 10
+    step_size: float | None = None
+
+    def __post_init__(self):
+        if self.vertices not in VERTICES:
+            raise ValueError(f"vertices must be one of {list(VERTICES)}, got {self.vertices!r}")
+        if self.vertices == "clipped" and not (self.clip_norm is not None and float(self.clip_norm) > 0):
+            raise ValueError("vertices='clipped' needs clip_norm > 0 (DP-SGD's clipping norm C)")
+        if self.coefficient_set not in COEFFICIENT_SETS:
+            raise ValueError(f"coefficient_set must be one of {list(COEFFICIENT_SETS)}, got {self.coefficient_set!r}")
+        if self.start not in STARTS:
+            raise ValueError(f"projection start must be one of {list(STARTS)}, got {self.start!r}")
+        if not float(self.tol) >= 0:
+            raise ValueError(f"projection tolerance must be >= 0, got {self.tol!r}")
+        if int(self.max_steps) < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps!r}")
+        if not 0.0 <= float(self.smoothing) <= 1.0:
+            raise ValueError(f"smoothing must be in [0, 1], got {self.smoothing!r}")
+        if self.step_size is not None and not float(self.step_size) > 0:
+            raise ValueError(f"step_size must be > 0 or None (1/L), got {self.step_size!r}")
+        if self.solver not in ("auto", "jacobian", "matrix_free"):
+            raise ValueError(f"solver must be auto, jacobian or matrix_free, got {self.solver!r}")
+
+
+class HullResult(NamedTuple):
+    """Result of :func:`converged_hull_projection`.
+
+    Attributes:
+      projected: ``G alpha~`` (smoothed), shaped like ``g``.
+      alpha: the solver's (unsmoothed) coefficients, (n, K).
+      objective: ``||G alpha - g||^2`` at the end; objective_init: at the start.
+      gap: the final Frank-Wolfe gap (>= objective - optimum); gap_relative: ``gap / ||g||^2``.
+      iterations: iterations run (a scalar array).
+      step_size: 1 / (1.05 L).
+      smoothing_bias_norm: ``||(1 - lambda) G beta||``, the part of the output that does not
+        depend on ``g``.
+      solver: the solver used.
+    """
+
+    projected: PyTree
+    alpha: jax.Array
+    objective: jax.Array
+    objective_init: jax.Array
+    gap: jax.Array
+    gap_relative: jax.Array
+    iterations: jax.Array
+    step_size: jax.Array
+    smoothing_bias_norm: jax.Array
+    solver: str
+
+
+# ------------------------------------------------------------------------------------ the set
+
+
+def project_rows_simplex(v: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
+    """Projects each row of ``v`` (n, K) onto the K-simplex; rows with ``mask == 0`` become 0."""
+    n, k = v.shape
+    m = jnp.ones((n, k), bool) if mask is None else jnp.broadcast_to((jnp.asarray(mask) > 0)[:, None], (n, k))
+    return jax.vmap(lambda r, mr: project_simplex(r, mask=mr))(v, m)
+
+
+def _project(v, mask, per_example: bool):
+    if per_example:
+        return project_rows_simplex(v, mask=mask)
+    m2 = None if mask is None else jnp.broadcast_to((mask > 0)[:, None], v.shape)
+    return project_simplex(v, mask=m2)
+
+
+def _valid(shape, mask):
+    return jnp.ones(shape, bool) if mask is None else jnp.broadcast_to((mask > 0)[:, None], shape)
+
+
+def frank_wolfe_gap(grad: jax.Array, alpha: jax.Array, *, mask: jax.Array | None = None,
+                    per_example: bool = False) -> jax.Array:
+    """The Frank-Wolfe duality gap ``<grad, alpha> - min_{s in set} <grad, s>`` (>= ``F(alpha) - F*``
+    for convex ``F`` with gradient ``grad`` at ``alpha`` in the set).
+
+    Args:
+      grad: the objective's gradient at ``alpha``, (n, K).
+      alpha: a point of the set.
+      mask: optional (n,) 0/1; masked rows are not part of the set.
+      per_example: the set is a product of per-row K-simplices (else one simplex).
+
+    Returns:
+      The gap (a scalar >= 0 up to rounding).
+    """
+    valid = _valid(grad.shape, mask)
+    big = jnp.finfo(grad.dtype).max
+    inner = jnp.sum(jnp.where(valid, grad * alpha, 0.0))
+    if per_example:
+        row_min = jnp.min(jnp.where(valid, grad, big), axis=1)
+        row_ok = jnp.any(valid, axis=1)
+        return inner - jnp.sum(jnp.where(row_ok, row_min, 0.0))
+    return inner - jnp.min(jnp.where(valid, grad, big))
+
+
+def _uniform(shape, mask, per_example: bool, dtype):
+    n, k = shape
+    valid = _valid(shape, mask).astype(dtype)
+    if per_example:
+        return valid / k
+    return valid / jnp.maximum(jnp.sum(valid), 1.0)
+
+
+def _start(kind, logits, mask, per_example: bool):
+    if kind == "uniform":
+        return _uniform(logits.shape, mask, per_example, logits.dtype)
+    p = jax.nn.softmax(logits, axis=-1) * _valid(logits.shape, mask).astype(logits.dtype)
+    if per_example:
+        return p
+    return p / jnp.maximum(jnp.sum(p), 1e-30)
+
+
+# -------------------------------------------------------------------------------- the iteration
+
+
+class _State(NamedTuple):
+    alpha: jax.Array
+    ga: PyTree  # G alpha
+    half_grad: jax.Array  # G^T (G alpha - g)
+    alpha_prev: jax.Array
+    half_grad_prev: jax.Array
+    t: jax.Array
+    obj: jax.Array
+    gap: jax.Array
+    it: jax.Array
+
+
+def _scaled_maps(maps: _LinearMaps, w: jax.Array) -> _LinearMaps:
+    """``G diag(w)``: clipping and the per-example 1/n as a column scaling."""
+    return _LinearMaps(gt=lambda v: w * maps.gt(v), g=lambda u: maps.g(w * u))
+
+
+def _state0(maps, g, alpha0, mask, per_example):
+    ga = maps.g(alpha0)
+    hg = maps.gt(_tree_sub(ga, g))
+    obj = _tree_sqnorm(_tree_sub(ga, g))
+    gap = frank_wolfe_gap(2.0 * hg, alpha0, mask=mask, per_example=per_example)
+    return _State(alpha0, ga, hg, alpha0, hg, jnp.ones((), alpha0.dtype), obj, gap, jnp.zeros((), jnp.int32))
+
+
+def _step(maps, g, mask, per_example, eta, st: _State) -> _State:
+    t_next = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * st.t * st.t))
+    mom = (st.t - 1.0) / t_next
+    y = st.alpha + mom * (st.alpha - st.alpha_prev)
+    hg_y = st.half_grad + mom * (st.half_grad - st.half_grad_prev)  # G^T (G y - g), by linearity
+    alpha = _project(y - 2.0 * eta * hg_y, mask, per_example)
+    ga = maps.g(alpha)
+    r = _tree_sub(ga, g)
+    hg = maps.gt(r)
+    obj = _tree_sqnorm(r)
+    gap = frank_wolfe_gap(2.0 * hg, alpha, mask=mask, per_example=per_example)
+    t_new = jnp.where(obj > st.obj, jnp.ones_like(t_next), t_next)  # function-value restart
+    return _State(alpha, ga, hg, st.alpha, st.half_grad, t_new, obj, gap, st.it + 1)
+
+
+def _power(maps, shape, dtype, mask, iters):
+    u = _valid(shape, mask).astype(dtype)
+    u = u / jnp.linalg.norm(u)
+    lam = jnp.zeros((), dtype)
+    for _ in range(iters):
+        w = maps.gt(maps.g(u))
+        lam = jnp.vdot(u, w)
+        u = w / jnp.maximum(jnp.linalg.norm(w), 1e-30)
+    return 2.0 * lam
+
+
+def _eta(maps, shape, dtype, mask, power_iters, step):
+    """``step`` when > 0, else ``1 / (1.05 L)`` with L from power iteration."""
+    auto = 1.0 / (1.05 * jnp.maximum(_power(maps, shape, dtype, mask, power_iters), 1e-30))
+    return jnp.where(step > 0, jnp.asarray(step, dtype), auto)
+
+
+def _weights(norms, mask, opts_key):
+    vertices, clip_norm, per_example = opts_key
+    n, k = norms.shape
+    w = jnp.ones((n, k), norms.dtype)
+    if vertices == "clipped":
+        w = jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-30))
+    if mask is not None:
+        w = w * (mask > 0)[:, None].astype(w.dtype)
+    if per_example:
+        n_real = jnp.sum(mask > 0) if mask is not None else n
+        w = w / jnp.maximum(n_real, 1).astype(w.dtype)
+    return w
+
+
+# ---------------------------------------------------------------------------- jacobian solver
+
+
+@functools.partial(jax.jit, static_argnames=("f", "opts_key", "start", "max_steps", "power_iters"))
+def _solve_jacobian(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, max_steps, power_iters):
+    per_example = opts_key[2]
+    jt = _jacobian_rows(f, params, x, mask)  # (nK, d)
+    n, k = jax.eval_shape(f, params, x).shape
+    g_flat, _ = jax.flatten_util.ravel_pytree(g)
+    w = _weights(jnp.linalg.norm(jt, axis=1).reshape(n, k), mask, opts_key).reshape(-1)
+    maps = _LinearMaps(gt=lambda v: (w * jnp.matmul(jt, v, precision=_HIGHEST)).reshape(n, k),
+                       g=lambda u: jnp.matmul(w * u.reshape(-1), jt, precision=_HIGHEST))
+    eta = _eta(maps, (n, k), jt.dtype, mask, power_iters, step)
+    alpha0 = _start(start, f(params, x), mask, per_example)
+    st0 = _state0(maps, g_flat, alpha0, mask, per_example)
+    thr = tol * _tree_sqnorm(g_flat)
+    st = jax.lax.while_loop(lambda s: (s.it < max_steps) & (s.gap > thr),
+                            lambda s: _step(maps, g_flat, mask, per_example, eta, s), st0)
+    beta = _uniform((n, k), mask, per_example, jt.dtype)
+    out = maps.g(smoothing * st.alpha + (1.0 - smoothing) * beta)
+    bias = (1.0 - smoothing) * jnp.linalg.norm(maps.g(beta))
+    return out, st, st0.obj, eta, bias, _tree_sqnorm(g_flat)
+
+
+# ------------------------------------------------------------------------- matrix-free solver
+
+
+@functools.partial(jax.jit, static_argnames=("f", "chunk_n"))
+def _norms_chunk(f, params, x, mask, chunk_n):
+    del chunk_n
+    rows = _jacobian_rows(f, params, x, mask)
+    return jnp.linalg.norm(rows, axis=1)
+
+
+def column_norms(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array | None = None,
+                 chunk: int = 32) -> jax.Array:
+    """``||grad_theta l(theta, (x_i, kappa))||`` for every (i, kappa), (n, K), computed ``chunk``
+    examples at a time (never holding all of ``G``)."""
+    n, k = jax.eval_shape(f, params, x).shape
+    out = []
+    for s in range(0, n, chunk):
+        xm = None if mask is None else mask[s:s + chunk]
+        out.append(_norms_chunk(f, params, x[s:s + chunk], xm, chunk_n=min(chunk, n - s)).reshape(-1, k))
+    return jnp.concatenate(out, axis=0)
+
+
+@functools.partial(jax.jit, static_argnames=("f", "opts_key", "start", "power_iters"))
+def _mf_init(f, params, x, mask, g, w, step, *, opts_key, start, power_iters):
+    per_example = opts_key[2]
+    maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
+    eta = _eta(maps, w.shape, w.dtype, mask, power_iters, step)
+    alpha0 = _start(start, f(params, x), mask, per_example)
+    return _state0(maps, g, alpha0, mask, per_example), eta
+
+
+@functools.partial(jax.jit, static_argnames=("f", "per_example", "n_iters"))
+def _mf_chunk(f, params, x, mask, g, w, eta, st, *, per_example, n_iters):
+    maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
+    for _ in range(n_iters):
+        st = _step(maps, g, mask, per_example, eta, st)
+    return st
+
+
+@functools.partial(jax.jit, static_argnames=("f",))
+def _mf_output(f, params, x, mask, w, alpha, beta, smoothing):
+    maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
+    bias = (1.0 - smoothing) * jnp.sqrt(_tree_sqnorm(maps.g(beta)))
+    return maps.g(smoothing * alpha + (1.0 - smoothing) * beta), bias
+
+
+def _solve_matrix_free(f, params, x, mask, g, opts: HullOptions, key):
+    per_example = key[2]
+    out = jax.eval_shape(f, params, x)
+    norms = column_norms(f, params, x, mask=mask) if opts.vertices == "clipped" else jnp.ones(out.shape, out.dtype)
+    w = _weights(norms, mask, key)
+    st, eta = _mf_init(f, params, x, mask, g, w, float(opts.step_size or 0.0), opts_key=key, start=opts.start,
+                       power_iters=int(opts.power_iters))
+    obj0 = st.obj
+    g2 = _tree_sqnorm(g)
+    thr = float(opts.tol) * g2
+    while int(st.it) < int(opts.max_steps) and float(st.gap) > float(thr):
+        c = min(int(opts.chunk), int(opts.max_steps) - int(st.it))
+        st = _mf_chunk(f, params, x, mask, g, w, eta, st, per_example=per_example, n_iters=c)
+    beta = _uniform(w.shape, mask, per_example, w.dtype)
+    out, bias = _mf_output(f, params, x, mask, w, st.alpha, beta, float(opts.smoothing))
+    return out, st, obj0, eta, bias, g2
+
+
+def resolve_hull_solver(solver: str, n: int, k: int, params: PyTree) -> Literal["jacobian", "matrix_free"]:
+    """``auto`` -> ``jacobian`` when ``G^T`` (n*k rows of the parameters' size) takes at most
+    ``JACOBIAN_MAX_BYTES``, else ``matrix_free`` (shapes only, never data)."""
+    if solver != "auto":
+        return solver  # type: ignore[return-value]
+    return "jacobian" if int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
+
+
+def converged_hull_projection(f: LogitsFn, params: PyTree, x: jax.Array, g: PyTree, *, options: HullOptions,
+                              mask: jax.Array | None = None) -> HullResult:
+    """Projects ``g`` onto the convex hull of (clipped) per-example per-class gradients, to tolerance.
+
+    Guarantee: a post-processing of ``g`` given the features ``x`` and ``params`` (no label is
+    read), so it keeps the privacy of ``g``. The returned ``alpha`` satisfies
+    ``F(alpha) - min F <= gap`` (the Frank-Wolfe certificate), with ``gap <= tol * ||g||^2`` unless
+    ``max_steps`` stopped it first (``HullResult.gap_relative`` says which).
+
+    Args:
+      f: logits function ``f(params, x) -> (n, K)`` (hashable).
+      params: model parameters.
+      x: inputs (n, ...), features only.
+      g: the noisy gradient, shaped like ``params``.
+      options: :class:`HullOptions`.
+      mask: optional (n,) 0/1; masked rows are not vertices.
+
+    Returns:
+      :class:`HullResult`.
+    """
+    mask = None if mask is None else jnp.asarray(mask, jnp.float32)
+    n, k = jax.eval_shape(f, params, x).shape
+    key = (options.vertices, float(options.clip_norm or 0.0), options.coefficient_set == "per_example")
+    solver = resolve_hull_solver(options.solver, n, k, params)
+    if solver == "jacobian":
+        flat, unravel = jax.flatten_util.ravel_pytree(g)
+        del flat
+        out, st, obj0, eta, bias, g2 = _solve_jacobian(
+            f, params, x, mask, g, float(options.tol), float(options.smoothing), float(options.step_size or 0.0),
+            opts_key=key,
+            start=options.start, max_steps=int(options.max_steps), power_iters=int(options.power_iters))
+        out = unravel(out)
+    else:
+        out, st, obj0, eta, bias, g2 = _solve_matrix_free(f, params, x, mask, g, options, key)
+    return HullResult(projected=out, alpha=st.alpha, objective=st.obj, objective_init=obj0, gap=st.gap,
+                      gap_relative=st.gap / jnp.maximum(g2, 1e-30), iterations=st.it, step_size=eta,
+                      smoothing_bias_norm=bias, solver=solver)
