@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     state = step.init(model.init(ik))
     rng = np.random.default_rng([0, 1])
     batches = poisson_batches(n, sampling_rate=N1 / n, rng=rng, pad_to=cfg.padded_batch_size,
-                              num_batches=max(checkpoints) + len(checkpoints))
+                              num_batches=max(checkpoints) + len(checkpoints) + 8)  # + the timed steps
     xd, yd = jnp.asarray(x), jnp.asarray(y)
     rows, done = [], 0
     load0 = Path("/proc/loadavg").read_text().split()[:3]
