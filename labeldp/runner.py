@@ -90,20 +90,30 @@ def run_with_result(spec: RunSpec, data, *, config: Mapping[str, Any] | None = N
                         git_at_start=git_at_start), result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def run_arguments(doc: str) -> argparse.ArgumentParser:
+    """The command-line arguments every run executor takes (this module, the audit runner)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--spec", required=True, help="RunSpec as JSON")
     p.add_argument("--data", required=True, help="prepared .npz")
     p.add_argument("--out", required=True, help="record path (.json)")
     p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
-    args = p.parse_args(argv)
+    return p
 
+
+def load_run(args: argparse.Namespace):
+    """``(spec, prepared data)`` of parsed :func:`run_arguments`; exits naming a dataset mismatch."""
     from labeldp.data.prepare import load_prepared
 
     spec = RunSpec.from_dict(json.loads(args.spec))
     data = load_prepared(args.data)
     if data.name != spec.dataset:
         raise SystemExit(f"error: prepared data {args.data} holds {data.name!r}, but the run is for {spec.dataset!r}")
+    return spec, data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = run_arguments(__doc__).parse_args(argv)
+    spec, data = load_run(args)
     record = run_and_record(spec, data, config=json.loads(args.workflow_config))
     records.write_record(args.out, record)
     total = record["timings"]["total_seconds"]

@@ -16,7 +16,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -88,21 +87,14 @@ def run_audit(spec: RunSpec, data, *, train_subset: int, num_canaries: int, conf
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--spec", required=True, help="RunSpec as JSON")
-  p.add_argument("--data", required=True, help="prepared .npz")
-  p.add_argument("--out", required=True, help="record path (.json)")
+  from labeldp.runner import load_run, run_arguments
+
+  p = run_arguments(__doc__)
   p.add_argument("--train-subset", type=int, required=True)
   p.add_argument("--num-canaries", type=int, required=True)
   p.add_argument("--confidence", type=float, default=0.95)
-  p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
   a = p.parse_args(argv)
-  from labeldp.data.prepare import load_prepared
-
-  spec = RunSpec.from_dict(json.loads(a.spec))
-  data = load_prepared(a.data)
-  if data.name != spec.dataset:
-    raise SystemExit(f"error: prepared data {a.data} holds {data.name!r}, but the run is for {spec.dataset!r}")
+  spec, data = load_run(a)
   record = run_audit(spec, data, train_subset=a.train_subset, num_canaries=a.num_canaries,
                      confidence=a.confidence, config=json.loads(a.workflow_config))
   records.write_record(a.out, record)
