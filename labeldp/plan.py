@@ -264,6 +264,7 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     options = variant_options(config, column.method, column.variant)
     delta = 0.0 if math.isinf(eps) else float(config["delta"])
     relation = calibration_relation(config, table, column.method)
+    relation = None if relation == "add_or_remove" else relation  # the spec's default (RunSpec)
     out = []
     for hp in grid_points(grid, axes, column):
         for seed in config["seeds"]:

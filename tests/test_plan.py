@@ -192,7 +192,8 @@ def test_calibration_relation_reaches_dpsgd_family_runs_only():
     for m in ("dpsgd", "labeldp_pro"):
         assert exact[(m, 1.0, 0)].spec.calibration_relation == "label_substitution"
         assert "/default-labelsub/" in exact[(m, 1.0, 0)].record_path
-        assert paper[(m, 1.0, 0)].spec.calibration_relation == "add_or_remove"
+        assert paper[(m, 1.0, 0)].spec.calibration_relation is None  # the papers' convention
+        assert "calibration_relation" not in paper[(m, 1.0, 0)].spec.to_dict()  # specs of older runs unchanged
         assert "-labelsub" not in paper[(m, 1.0, 0)].record_path
     for m in ("rr", "rr_debiased", "lp_2st", "alibi"):
         assert exact[(m, 1.0, 0)].spec.calibration_relation is None

@@ -38,7 +38,10 @@ def reaccount_record(record: Mapping[str, Any], *, revision: str | None = None) 
   rec = {**record, "privacy": dict(record["privacy"])}
   priv = rec["privacy"]
   acc = priv.get("accounting")
-  if not acc or not acc.get("event"):
+  if acc and not acc.get("event"):
+    raise ValueError(f"record {record.get('run_id')!r} has an accountant's record but no stored event: it cannot "
+                     "be re-accounted under another relation; re-run it")
+  if not acc:
     if priv.get("neighboring_relation") and priv.get("epsilon_by_relation"):
       return dict(record), False
     # a label randomizer (or non-private): its epsilon is per label change, exactly

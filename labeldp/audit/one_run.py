@@ -196,8 +196,8 @@ def epsilon_lower_bound(*, num_canaries: int, num_guesses: int,
   ``sup{eps >= 0: p_value(eps') < 1 - confidence for all eps' <= eps}``,
   so ``P[result > true eps] <= 1 - confidence``. ``delta = 0``: closed form
   ``logit(Beta.ppf(1 - confidence, v, r - v + 1))``; else bisection below it
-  (the p-value increases in eps if ``2 m delta <= 1``: the max is then over
-  mixes of binomial tails; otherwise a grid finds the first crossing).
+  (the p-value increases in eps when ``2 m delta <= 1``, which is required:
+  the max is then over mixes of binomial tails).
 
   Args:
     num_canaries: m, all canaries (guessed or not).
@@ -218,13 +218,13 @@ def epsilon_lower_bound(*, num_canaries: int, num_guesses: int,
   rejects = lambda eps: p_value(  # pylint: disable=g-long-lambda
       num_canaries=m, num_guesses=r, num_correct=v, epsilon=eps,
       delta=delta) < alpha
+  if 2.0 * m * delta > 1.0:
+    raise ValueError(
+        f"2 * num_canaries * delta = {2.0 * m * delta:g} > 1: the bound's p-value is then not monotone in "
+        "eps and a bisection could overstate it; use fewer canaries or audit a smaller delta.")
   if not rejects(0.0):
     return 0.0
   lo, hi = 0.0, pure
-  if 2.0 * m * delta > 1.0:
-    grid = np.linspace(0.0, pure, 65)
-    j = next((j for j, e in enumerate(grid) if not rejects(float(e))), 64)
-    lo, hi = float(grid[j - 1]), float(grid[j])
   for _ in range(45):
     mid = 0.5 * (lo + hi)
     lo, hi = (mid, hi) if rejects(mid) else (lo, mid)

@@ -46,6 +46,9 @@ def audit_runs(config: Mapping[str, Any]) -> list[AuditRun]:
   if not acfg:
     return []
   table = acfg["table"]
+  if 2 * int(acfg["num_canaries"]) * float(config["delta"]) > 1:
+    raise ConfigError(f"audit.num_canaries: 2 x {acfg['num_canaries']} canaries x delta {config['delta']} > 1, where "
+                      "the one-run bound is not monotone in eps; use fewer canaries")
   if table not in config["tables"]:
     raise ConfigError(f"audit.table: {table!r} is not a table of this config; known: {sorted(config['tables'])}")
   cols = {c.id: c for c in plan.columns(config["tables"][table])}

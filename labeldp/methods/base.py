@@ -55,9 +55,10 @@ class RunSpec:
         assumes) or ``shuffle`` (fixed-size batches; then the Poisson accounting is an
         approximation and the record is marked not valid).
       calibration_relation: for methods whose noise the accountant calibrates
-        (``CALIBRATES_WITH_ACCOUNTANT``): the neighbouring relation the target ``epsilon`` is
-        met under, ``add_or_remove`` (the papers' convention; also what None means) or
-        ``label_substitution`` (label DP exactly). None for every other method.
+        (``CALIBRATES_WITH_ACCOUNTANT``), the neighbouring relation the target ``epsilon`` is
+        met under when it is not the papers' convention: ``label_substitution`` (label DP
+        exactly). None: ``add_or_remove`` (the papers' convention, 000 Section 3.4), and for
+        every method the accountant does not calibrate.
     """
 
     dataset: str
@@ -82,6 +83,8 @@ class RunSpec:
         d["epsilon"] = "inf" if math.isinf(self.epsilon) else self.epsilon
         d["hparams"] = dict(self.hparams)
         d["options"] = dict(self.options)
+        if d["calibration_relation"] is None:  # the papers' convention: specs (and Snakemake's
+            del d["calibration_relation"]      # params) of runs made before the field stay the same
         return d
 
     @classmethod
@@ -118,11 +121,17 @@ class PrivacyOutcome:
     invalid_reason: str | None = None
     mechanism: str = "none"
     accounting: Mapping[str, Any] | None = None
-    neighboring_relation: str = "label_substitution"
+    neighboring_relation: str | None = None
     epsilon_by_relation: Mapping[str, float] | None = None
 
     def to_dict(self, *, target_epsilon: float) -> dict[str, Any]:
         enc = lambda e: "inf" if math.isinf(e) else float(e)  # noqa: E731
+        if self.neighboring_relation is None:
+            raise ValueError(f"privacy outcome of {self.mechanism!r} states no neighbouring relation: a method must "
+                             "say which relation its epsilon is for (label_substitution or add_or_remove)")
+        if self.accounting is not None and self.epsilon_by_relation is None:
+            raise ValueError(f"privacy outcome of {self.mechanism!r} has an accountant's record but no "
+                             "epsilon_by_relation: store the accountant's epsilon under every relation")
         return {
             "target_epsilon": enc(target_epsilon),
             "epsilon": enc(self.epsilon),
@@ -138,7 +147,8 @@ class PrivacyOutcome:
         }
 
 
-NON_PRIVATE = PrivacyOutcome(epsilon=math.inf, delta=0.0, valid=True, mechanism="none (non-private)")
+NON_PRIVATE = PrivacyOutcome(epsilon=math.inf, delta=0.0, valid=True, mechanism="none (non-private)",
+                             neighboring_relation="label_substitution")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,7 @@ _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, n
 }
 #: The projection when a variant says nothing (the converged projection, issue 13): vertices
 #: clipped to C, one joint simplex, started at the model's predicted probabilities, FISTA to a
-#: Frank-Wolfe gap of 1e-3 ||g~||^2 with ``proj_steps`` as the cap. The paper's form (000
+#: Frank-Wolfe gap of 1e-3 C^2 (the largest squared vertex norm) with ``proj_steps`` as the cap. The paper's form (000
 #: Section 3.2, Appendix C) is ``{vertices: raw, projection_start: uniform, projection_tol: null}``
 #: (with ``projection_momentum: none`` for its plain PGD).
 HULL_DEFAULTS = {"vertices": "clipped", "coefficient_set": "joint", "projection_start": "predicted",

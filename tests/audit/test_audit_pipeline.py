@@ -98,44 +98,57 @@ def test_audit_plan_of_the_cpu_config(tmp_path):
     assert {r.spec.epsilon for r in runs} == {1.0, 4.0}
     assert all(r.record_path.startswith(str(tmp_path / "results/audit/mnist/")) for r in runs)
     dp = next(r for r in runs if r.spec.method == "dpsgd")
-    assert dp.spec.calibration_relation == "add_or_remove" and dp.spec.hparams["epochs"] == 10
+    assert dp.spec.calibration_relation is None and dp.spec.hparams["epochs"] == 10  # the papers' convention
     cfg_full = dict(cfg, grid="full")
     with pytest.raises(ConfigError, match="one-point grid"):
         audit_plan.audit_runs(cfg_full)
     with pytest.raises(ConfigError, match="audit.columns"):
         audit_plan.audit_runs(_config(tmp_path, columns=["nope"]))
+    with pytest.raises(ConfigError, match="num_canaries"):
+        audit_plan.audit_runs(_config(tmp_path, num_canaries=60000))  # 2 m delta > 1
 
 
-def _fake_audit_record(run, *, lb, sub, ar=None, valid=True):
+def _fake_audit_record(run, *, r, v, sub, ar=None, valid=True, lb=0.0):
     by_rel = {"label_substitution": sub} if ar is None else {"label_substitution": sub, "add_or_remove": ar}
     rec = {"schema_version": 1, "run_id": "x", "dataset": {"name": "mnist", "source": "official"},
            "method": run.spec.method, "variant": "default", "seed": run.spec.seed, "hparams": {},
            "privacy": {"target_epsilon": run.spec.epsilon, "epsilon": sub if ar is None else ar, "delta": 1e-5,
                        "valid": valid, "invalid_reason": None, "epsilon_by_relation": by_rel},
            "metrics": {"test_accuracy_pct": 50.0}, "timings": {}, "environment": {}, "config": {}, "created": "now",
-           "audit": {"epsilon_lower_bound": lb, "confidence": 0.95, "num_canaries": 1000, "best_num_guesses": 10,
-                     "best_num_correct": 10, "train_subset": 10000}}
+           "audit": {"epsilon_lower_bound": lb, "confidence": 0.95, "num_canaries": 1000, "best_num_guesses": r,
+                     "best_num_correct": v, "train_subset": 10000, "delta": 1e-5,
+                     "per_count": [{"num_guesses": r, "num_correct": v, "epsilon_lower_bound": lb}]}}
     records.write_record(run.record_path, rec)
 
 
 def test_table_verdicts_and_the_check_fails_loudly(tmp_path, capsys):
     cfg = _config(tmp_path, columns=["rr", "dpsgd"], epsilons=[1.0])
     rr, dp = audit_plan.audit_runs(cfg)
-    _fake_audit_record(rr, lb=0.4, sub=1.0)
-    _fake_audit_record(dp, lb=1.2, sub=1.88, ar=1.0)
+    # family-wise: 2 runs x 1 guess count -> each bound at confidence 0.975 (1.535 for 90 of 100)
+    _fake_audit_record(rr, r=10, v=5, sub=1.0, lb=0.4)
+    _fake_audit_record(dp, r=100, v=90, sub=1.88, ar=1.0)
     rows = audit_table.write_table(cfg, tmp_path / "reports/audit")
-    assert [r["verdict"] for r in rows] == [audit_table.CONSISTENT, audit_table.ABOVE_ADD_REMOVE]
+    assert rows[0]["verdict"].startswith(audit_table.CONSISTENT) and rows[1]["verdict"] == audit_table.ABOVE_ADD_REMOVE
+    assert rows[1]["family_lower_bound"] == pytest.approx(1.535, abs=2e-3)
     md = (tmp_path / "reports/audit/audit.md").read_text()
-    assert "| RR | 1.0 | 0 | n/a | 1 | 0.4 |" in md
+    assert "| RR | 1.0 | 0 | n/a | 1 | 0.4 / 0 |" in md
     assert audit_table.check(tmp_path / "reports/audit/audit.csv") == 0
     assert "exceeds the add/remove eps" in capsys.readouterr().err
-    _fake_audit_record(dp, lb=2.5, sub=1.88, ar=1.0)  # above the label-DP eps: a failed privacy test
+    _fake_audit_record(dp, r=300, v=290, sub=1.88, ar=1.0)  # above the label-DP eps: a failed privacy test
     audit_table.write_table(cfg, tmp_path / "reports/audit")
     assert audit_table.check(tmp_path / "reports/audit/audit.csv") == 1
     err = capsys.readouterr().err
-    assert "PRIVACY TEST FAILED: DP-SGD eps 1.0 seed 0: audited lower bound 2.500 > claimed label-substitution eps 1.880" in err
+    assert "PRIVACY TEST FAILED: DP-SGD eps 1.0 seed 0: audited lower bound 2.737 > claimed label-substitution eps 1.880" in err
+    # a claim above what the game can detect is said to be untestable
+    _fake_audit_record(dp, r=10, v=5, sub=30.0, ar=20.0)
+    rows = audit_table.write_table(cfg, tmp_path / "reports/audit")
+    assert "cannot fail at this size" in rows[1]["verdict"]
+    # a missing record fails the gate unless allowed
     (tmp_path / "results/audit").joinpath(rr.record_path.split("/results/audit/")[1]).unlink()
     rows = audit_table.write_table(cfg, tmp_path / "reports/audit")
     assert rows[0]["verdict"].startswith("not run") and rows[0]["audited_lower_bound"] is None
+    assert audit_table.check(tmp_path / "reports/audit/audit.csv") == 1
+    assert "AUDIT INCOMPLETE: RR" in capsys.readouterr().err
+    assert audit_table.check(tmp_path / "reports/audit/audit.csv", allow_missing=True) == 0
     with open(tmp_path / "reports/audit/audit.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
