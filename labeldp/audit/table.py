@@ -118,8 +118,9 @@ def render_markdown(config: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]
       "a bit is a label substitution); the auditor guesses bits from the trained model's log-probabilities "
       "at the canaries, abstaining on the least confident (Steinke, Nasr & Jagielski 2023, one run)",
       f"- lower bound: eps that (eps, delta)-label-DP training cannot exceed given the guesses, at confidence "
-      f"{', '.join(str(c) for c in sorted(conf)) or acfg.get('confidence', 0.95)} (family-wise over the guess "
-      "counts tried, Bonferroni)",
+      f"{', '.join(str(c) for c in sorted(conf)) or acfg.get('confidence', 0.95)}: per run (Bonferroni over its "
+      "guess counts) and family-wise (Bonferroni over every run and guess count of this table; the verdicts use "
+      "it); largest detectable: the family-wise bound if every guess were right",
       "- claimed eps: from the accountant for what ran, under each relation (`n/a`: a label randomizer has no "
       "add/remove guarantee; it is exactly eps-label-DP under label substitution)",
       f"- verdicts: `{FAIL}` fails `snakemake audit`; `{ABOVE_ADD_REMOVE}` is printed as a warning",
