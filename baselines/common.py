@@ -76,7 +76,7 @@ def pure_label_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
     randomised labels, so the run is (eps, 0)-label-DP; no accountant is involved.
     """
     return PrivacyOutcome(epsilon=float(epsilon), delta=0.0, valid=True, mechanism=mechanism,
-                          accounting=None)
+                          accounting=None, neighboring_relation="label_substitution")
 
 
 def label_accuracy(noisy_labels, true_labels) -> float:

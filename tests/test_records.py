@@ -93,7 +93,7 @@ def test_runner_takes_the_revision_before_training(tmp_path, monkeypatch):
     revisions = iter([{"commit": "start", "dirty": False}] + [{"commit": "later", "dirty": False}] * 10)
     monkeypatch.setattr(records, "git_revision", lambda repo_dir=None: next(revisions))
     result = MethodResult(metrics={"test_accuracy_pct": 50.0}, privacy=PrivacyOutcome(epsilon=1.0, delta=0.0, valid=True,
-                          mechanism="test"), timings={}, details={})
+                          mechanism="test", neighboring_relation="label_substitution"), timings={}, details={})
     monkeypatch.setattr(runner, "run_spec", lambda spec, data: result)
     import numpy as np
     import types
@@ -179,3 +179,20 @@ def test_table_header_names_stated_and_dirty_revisions():
     assert _revision_text({"commit": "bbb123", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb123"
     # git could not tell: never shown as a clean revision
     assert _revision_text({"commit": "aaa", "dirty": None}) == "aaa (tree state unknown)"
+
+
+def test_a_privacy_outcome_must_state_its_relation():
+    """A method that forgets to say which neighbouring relation its eps is for cannot write a
+    record (an add/remove eps must never pass for label DP by default)."""
+    from labeldp.methods.base import PrivacyOutcome
+
+    import pytest
+
+    with pytest.raises(ValueError, match="states no neighbouring relation"):
+        PrivacyOutcome(epsilon=1.0, delta=0.0, mechanism="m").to_dict(target_epsilon=1.0)
+    with pytest.raises(ValueError, match="epsilon_by_relation"):
+        PrivacyOutcome(epsilon=1.0, delta=1e-5, mechanism="m", accounting={"event": {}},
+                       neighboring_relation="add_or_remove").to_dict(target_epsilon=1.0)
+    d = PrivacyOutcome(epsilon=1.0, delta=0.0, mechanism="m", neighboring_relation="label_substitution").to_dict(
+        target_epsilon=1.0)
+    assert d["epsilon_by_relation"] == {"label_substitution": 1.0}
