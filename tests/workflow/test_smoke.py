@@ -23,7 +23,7 @@ TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "tabl
 FIGURES = ["figure3", "figure4", "figure5a"]
 
 
-def _smk(workdir: Path, *args: str, mirror: Path, check=True, timeout=1500, extra_config=()):
+def _smk(workdir: Path, *args: str, mirror: Path, check=True, timeout=2400, extra_config=()):
     cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2",
            "--rerun-incomplete", *args, "--configfile", str(SMOKE), *extra_config]
     env = dict(os.environ, LABELDP_DATA_MIRROR=str(mirror))
