@@ -47,7 +47,7 @@ rule audit_table:
     input:
         [] if config.get("aggregate_existing_only") else list(AUDIT_RUNS),
     output:
-        md=report(f"{AUDIT_REPORTS}/audit.md", caption="../report/table.rst", category="Audit",
+        md=report(f"{AUDIT_REPORTS}/audit.md", caption="../report/audit.rst", category="Audit",
                   labels={"table": "audit", "format": "markdown"}),
         csv=f"{AUDIT_REPORTS}/audit.csv",
     log:
