@@ -18,9 +18,10 @@ from typing import Any, Mapping
 from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
 
-# Datasets whose prepare step is implemented, by kind. Criteo and Census are fetched, but
-# their preparation and methods are later issues: their cells are "not run".
-PREPARABLE_KINDS = ("image",)
+# Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
+PREPARABLE_KINDS = ("image", "tabular")
+# Tabular datasets without a preparation module yet (Criteo Attribution: a later issue).
+_NOT_PREPARABLE = {"criteo_attribution": "preparation of criteo_attribution is not implemented yet"}
 
 DATASET_KINDS = {
     "mnist": "image",
@@ -30,6 +31,7 @@ DATASET_KINDS = {
     "criteo_attribution": "tabular",
     "criteo_search": "tabular",
     "census1940": "tabular",
+    "rand_hie": "tabular",
     "cifar10_simclr": "features",
 }
 
@@ -44,6 +46,7 @@ _ABBREV = {
     "momentum": "mom",
     "mixup_alpha1": "mix1a",
     "mixup_alpha2": "mix2a",
+    "mesh_size": "mesh",
 }
 
 
@@ -198,8 +201,8 @@ def dataset_runnable(config: Mapping[str, Any], dataset: str) -> tuple[bool, str
     kind = DATASET_KINDS.get(dataset)
     if kind is None:
         return False, f"unknown dataset {dataset!r}"
-    if kind not in PREPARABLE_KINDS:
-        return False, f"preparation of {dataset} is not implemented yet"
+    if kind not in PREPARABLE_KINDS or dataset in _NOT_PREPARABLE:
+        return False, _NOT_PREPARABLE.get(dataset, f"preparation of {dataset} is not implemented yet")
     return True, ""
 
 
@@ -267,7 +270,7 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     relation = None if relation == "add_or_remove" else relation  # the spec's default (RunSpec)
     out = []
     for hp in grid_points(grid, axes, column):
-        for seed in config["seeds"]:
+        for seed in table_seeds(config, table):
             spec = RunSpec(
                 dataset=dataset,
                 method=column.method,
@@ -286,6 +289,11 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
             path = str(Path(config["results_dir"]) / f"{pr.run_id}.json")
             out.append(dataclasses.replace(pr, record_path=path))
     return out
+
+
+def table_seeds(config: Mapping[str, Any], table: str) -> list[int]:
+    """The seeds of a table's runs: its own ``seeds`` (003's figures use 10), else the config's."""
+    return [int(s) for s in (config["tables"][table].get("seeds") or config["seeds"])]
 
 
 def calibration_relation(config: Mapping[str, Any], table: str, method: str) -> str | None:

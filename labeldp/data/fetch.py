@@ -613,6 +613,10 @@ def fetch_dataset(
     """
     spec = name if isinstance(name, DatasetSpec) else get_spec(name)
     data_dir = Path(data_dir)
+    if spec.raw_format == "statsmodels_package":
+        from .rand_hie import fetch_packaged
+
+        return fetch_packaged(data_dir=data_dir, quiet=quiet)
     if spec.manual:
         pins = pinned_sha256 if isinstance(pinned_sha256, str) else None
         return _fetch_census(spec, data_dir, census_path, pins, quiet)

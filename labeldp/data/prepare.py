@@ -17,7 +17,9 @@ match the registry's official checksum (else :class:`ChecksumError`), and the re
 (deterministic). The ``.npz`` is written to a temporary name and renamed into place.
 No pickles are stored, so :func:`load_prepared` uses ``allow_pickle=False``.
 
-Tabular datasets (Criteo, Census) are prepared elsewhere.
+Tabular datasets (Criteo Search, Census, RAND HIE) are prepared by their own module,
+``labeldp/data/<dataset>.py`` (``prepare_dataset``), into :mod:`labeldp.data.tabular`'s format;
+the CLI dispatches to it.
 
 CLI::
 
@@ -249,9 +251,14 @@ def prepare_image_dataset(
     return out_path
 
 
-def load_prepared(path: str | os.PathLike) -> PreparedData:
-    """Load an ``.npz`` written by :func:`prepare_image_dataset` (no pickles)."""
+def load_prepared(path: str | os.PathLike):
+    """Load an ``.npz`` written by :func:`prepare_image_dataset` (a :class:`PreparedData`) or by a
+    tabular preparation (a :class:`labeldp.data.tabular.PreparedTabular`); no pickles."""
     with np.load(Path(path), allow_pickle=False) as npz:
+        if "metadata" in npz.files and json.loads(str(npz["metadata"][()])).get("kind") == "tabular":
+            from .tabular import load_prepared_tabular
+
+            return load_prepared_tabular(path)
         missing = {"x_train", "y_train", "x_test", "y_test", "metadata"} - set(npz.files)
         if missing:
             raise DataError(f"{path}: not a prepared dataset (missing {sorted(missing)})")
@@ -276,13 +283,20 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m labeldp.data.prepare",
         description="Parse raw image-dataset files into an .npz (x/y train/test + metadata).",
     )
-    parser.add_argument("dataset", choices=sorted(k for k, s in DATASETS.items() if s.kind == "image"))
+    parser.add_argument("dataset", choices=sorted(DATASETS))
     parser.add_argument("--raw-dir", required=True, type=Path, help="directory holding the raw files (<data-dir>/<dataset>)")
     parser.add_argument("--out", required=True, type=Path, help="output .npz path")
     parser.add_argument("--subset", type=int, default=None, help="keep the first N examples of each split")
     args = parser.parse_args(argv)
     try:
-        out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
+        if DATASETS[args.dataset].kind == "image":
+            out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
+        else:  # tabular: one module per dataset, labeldp/data/<dataset>.py, defines prepare_dataset
+            import importlib
+
+            module = importlib.import_module(f"labeldp.data.{args.dataset}")
+            source = SOURCE_STANDIN if is_standin_dir(args.raw_dir) else SOURCE_OFFICIAL
+            out = module.prepare_dataset(raw_dir=args.raw_dir, out_path=args.out, subset=args.subset, source=source)
     except (DataError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -290,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{out}: {data.name} source={data.source} train={data.x_train.shape} test={data.x_test.shape}"
         + (" [SYNTHETIC STAND-IN]" if data.is_synthetic else "")
+        + (" [STAND-IN for the paper's data]" if getattr(data, "is_standin", False) and not data.is_synthetic else "")
     )
     return 0
 

@@ -57,6 +57,7 @@ __all__ = [
     "make_standin_raw_files",
     "is_standin_dir",
     "read_standin_marker",
+    "write_standin_marker",
 ]
 
 IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned byte, 1 dimension
@@ -470,6 +471,30 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def write_standin_marker(directory: str | os.PathLike, *, dataset: str, seed: int, n_train: int, n_test: int,
+                         **extra) -> Path:
+    """Writes the ``STANDIN_SYNTHETIC`` marker (JSON: synthetic, dataset, seed, n_train, n_test, note,
+    plus ``extra``) atomically into ``directory`` (created). Stand-in writers call it FIRST, so an
+    interrupted write still leaves the directory flagged synthetic. Returns the marker's path."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = {
+        "synthetic": True,
+        "dataset": dataset,
+        "seed": int(seed),
+        "n_train": int(n_train),
+        "n_test": int(n_test),
+        **extra,
+        "note": (
+            "SYNTHETIC stand-in data in the official raw file format, written by "
+            "labeldp.data.rawformats.make_standin_raw_files for tests / CPU smoke runs. "
+            "NOT the real dataset; results on it are not comparable with the papers."
+        ),
+    }
+    _atomic_write_bytes(directory / STANDIN_MARKER, (json.dumps(marker, indent=2) + "\n").encode())
+    return directory / STANDIN_MARKER
+
+
 STANDIN_SIZES = (512, 256)
 """(train, test) examples of the smoke profile's SYNTHETIC stand-in files."""
 
@@ -485,10 +510,12 @@ def make_standin_raw_files(
     """Write tiny SYNTHETIC files in the exact raw format of dataset ``name``.
 
     For tests and the CPU smoke profile only, for datasets whose real files are not
-    available here (``cifar10``, ``kmnist``; allowed wherever the registry spec has
-    ``standin_allowed``). The files get the official file names so the real parsers read
-    them, and a ``STANDIN_SYNTHETIC`` marker (JSON: dataset, seed, sizes) is written next
-    to them; :func:`labeldp.data.prepare.prepare_image_dataset` turns that marker into
+    available here (``cifar10``, ``kmnist``, ``criteo_search``, ``census1940``; allowed wherever the
+    registry spec has ``standin_allowed``). Tabular formats are written by their dataset's module
+    (``write_standin`` of :mod:`labeldp.data.criteo_search` / :mod:`labeldp.data.census1940`, with
+    ``n_rows = n_train + n_test`` raw rows, before any label drop). The files get the official
+    file names so the real parsers read them, and a ``STANDIN_SYNTHETIC`` marker (JSON: dataset,
+    seed, sizes) is written next to them; the preparations turn that marker into
     ``source = "synthetic_standin"``, and :func:`labeldp.data.fetch.fetch_dataset` refuses
     to touch such a directory. Returns the written raw file paths (marker excluded).
     """
@@ -497,19 +524,30 @@ def make_standin_raw_files(
     spec = get_spec(name)
     if not spec.standin_allowed:
         raise ValueError(
-            f"no synthetic stand-in for {name!r}: its real files are available (or it is not an "
-            "image dataset); stand-ins exist only for datasets the mirror lacks"
+            f"no synthetic stand-in for {name!r}: its real files are available (or no "
+            "stand-in writer exists for it); stand-ins exist only for datasets the mirror lacks"
         )
     if n_train < 1 or n_test < 1:
         raise ValueError("n_train and n_test must be >= 1")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    existing = [f for f in spec.filenames if (directory / f).exists()]
+    tabular_writers = {"criteo_search_targz": "criteo_search", "ipums_extract": "census1940"}
+    filenames = spec.filenames
+    if spec.raw_format == "ipums_extract":
+        from .registry import CENSUS1940_DEFAULT_FILENAME
+
+        filenames = (CENSUS1940_DEFAULT_FILENAME,)
+    existing = [f for f in filenames if (directory / f).exists()]
     if existing and not is_standin_dir(directory):
         raise FileExistsError(
             f"{directory} already holds {existing} without a {STANDIN_MARKER} marker (real data?); "
             "write stand-ins to a separate directory"
         )
+    if spec.raw_format in tabular_writers:  # tabular: the dataset's module writes marker + file
+        import importlib
+
+        module = importlib.import_module(f"labeldp.data.{tabular_writers[spec.raw_format]}")
+        return module.write_standin(directory, n_rows=n_train + n_test, seed=seed, n_train=n_train, n_test=n_test)
     rng = np.random.default_rng(seed)
     k = spec.num_classes or 10
     shape = tuple(spec.input_shape)  # (H, W, C)
@@ -520,19 +558,7 @@ def make_standin_raw_files(
     x_test = _synthetic_images(rng, y_test, templates)
 
     # Marker first: if writing is interrupted, the directory is still flagged synthetic.
-    marker = {
-        "synthetic": True,
-        "dataset": name,
-        "seed": int(seed),
-        "n_train": int(n_train),
-        "n_test": int(n_test),
-        "note": (
-            "SYNTHETIC stand-in data in the official raw file format, written by "
-            "labeldp.data.rawformats.make_standin_raw_files for tests / CPU smoke runs. "
-            "NOT the real dataset; results on it are not comparable with the papers."
-        ),
-    }
-    _atomic_write_bytes(directory / STANDIN_MARKER, (json.dumps(marker, indent=2) + "\n").encode())
+    write_standin_marker(directory, dataset=name, seed=seed, n_train=n_train, n_test=n_test)
 
     written: list[Path] = []
     if spec.raw_format == "idx":

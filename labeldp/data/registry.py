@@ -75,7 +75,8 @@ class DatasetSpec:
         ``"tabular"`` (Criteo, Census; fetched here, prepared elsewhere).
     raw_format:
         ``"idx"`` (MNIST family), ``"cifar10_python"``, ``"criteo_attribution_zip"``,
-        ``"criteo_search_targz"``, ``"ipums_extract"``.
+        ``"criteo_search_targz"``, ``"ipums_extract"``, ``"statsmodels_package"`` (a file
+        shipped inside an installed package: :mod:`labeldp.data.rand_hie`).
     manual:
         True when the files cannot be fetched automatically (Census 1940): ``files`` is
         empty and ``manual_instructions`` says what the user must download.
@@ -334,6 +335,7 @@ _CRITEO_SEARCH = DatasetSpec(
         "Conversion Rate (CR) Prediction in Sponsored Search. arXiv:1806.08211."
     ),
     label="SalesAmountInEuro",
+    standin_allowed=True,
     notes=(
         "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
         "and can be pinned in config. The archive holds the tab-separated file CriteoSearchData."
@@ -417,6 +419,26 @@ _CENSUS1940 = DatasetSpec(
     label=CENSUS1940_LABEL,
     manual=True,
     manual_instructions=CENSUS1940_INSTRUCTIONS,
+    standin_allowed=True,
+)
+
+# ------------------------------------------------------------------- RAND HIE (stand-in)
+
+_RAND_HIE = DatasetSpec(
+    name="rand_hie",
+    title="RAND Health Insurance Experiment (statsmodels copy; a real stand-in for 003's data)",
+    files=(),
+    kind="tabular",
+    raw_format="statsmodels_package",
+    num_classes=None,
+    input_shape=None,
+    task="regression",
+    homepage="https://www.statsmodels.org/stable/datasets/generated/randhie.html",
+    license="public domain (statsmodels: 'This is in the public domain.')",
+    citation="Cameron, Trivedi (2005). Microeconometrics: Methods and Applications. RAND HIE data.",
+    label="mdvis",
+    notes=("Shipped inside the statsmodels wheel (no download); copied out and sha256-checked by "
+           "labeldp.data.rand_hie. A stand-in for 003's data sets, never reported as them."),
 )
 
 # ------------------------------------------------------------------------------ registry
@@ -432,6 +454,7 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
             _CRITEO_ATTRIBUTION,
             _CRITEO_SEARCH,
             _CENSUS1940,
+            _RAND_HIE,
         )
     }
 )

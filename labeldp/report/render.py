@@ -131,7 +131,7 @@ def header_lines(res: TableResult) -> list[str]:
         f"- git revision: {_revision_text(git)}",
         f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
         + ", ".join(f"{k}={v}" for k, v in grid.items()) + ")",
-        f"- seeds: {cfg['seeds']}; epochs run: {epochs or '-'}",
+        f"- seeds: {tcfg.get('seeds') or cfg['seeds']}; epochs run: {epochs or '-'}",
         f"- data actually used: {'; '.join(sizes)}",
         f"- delta: {cfg['delta']} (DP-SGD family); pure-DP label randomizers have delta = 0",
         f"- accountant: {cfg['accountant']} (dp_accounting); sampling: {cfg['sampling']}",

@@ -1,7 +1,9 @@
 # Fetch: raw dataset files, verified against their checksums (mirror first, then the
 # official URLs). One target per dataset: fetch_<dataset>.
 
-DATASET_IDS = ["mnist", "fashion_mnist", "kmnist", "cifar10", "criteo_attribution", "criteo_search", "census1940"]
+from labeldp.data.registry import dataset_names as _dataset_names
+
+DATASET_IDS = list(_dataset_names())  # every dataset of labeldp/data/registry.py
 
 
 rule fetch:

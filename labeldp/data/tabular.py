@@ -1,0 +1,222 @@
+"""Prepared tabular regression data (003: Criteo Sponsored Search, 1940 Census, stand-ins).
+
+One ``.npz`` per prepared dataset, written atomically and loaded without pickles:
+
+* ``x_num_train``, ``x_num_test``: float32 ``(n, d_num)`` numerical features, standardised
+  with the training split's mean and standard deviation;
+* ``x_cat_train``, ``x_cat_test``: int32 ``(n, d_cat)`` categorical features as vocabulary
+  indices; index 0 is "missing or not seen in the training split" (vocabularies are built
+  from the training split only);
+* ``y_train``, ``y_test``: float64 labels, inside ``[label_lower, label_upper]``;
+* ``metadata``: JSON (0-d string array): ``dataset``, ``kind = "tabular"``,
+  ``task = "regression"``, ``source`` (``official``, ``synthetic_standin`` or
+  ``package_standin``), ``subset``, ``label`` (column name), ``label_lower``,
+  ``label_upper``, ``label_integer`` (integer labels: the discrete randomizers apply),
+  ``numerical_features``, ``categorical_features``, ``cat_vocab_sizes`` (index 0 included),
+  ``split`` (how train / test were made), ``preprocessing`` (rows dropped, clipping) and the
+  raw files' digests.
+
+The label range is part of the privacy guarantee: every randomizer of 003 is eps-DP for labels
+in ``[label_lower, label_upper]``, so the range is a fixed constant of the dataset (config data),
+never computed from the private labels at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["PreparedTabular", "save_prepared_tabular", "load_prepared_tabular", "standardise", "build_vocab",
+           "encode_categorical", "random_split", "TabularDataError"]
+
+ARRAYS = ("x_num_train", "x_cat_train", "y_train", "x_num_test", "x_cat_test", "y_test")
+
+
+class TabularDataError(ValueError):
+    """A tabular dataset is malformed (the message names the value and the fix)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PreparedTabular:
+    """A prepared tabular regression dataset (layout: module docstring)."""
+
+    x_num_train: np.ndarray
+    x_cat_train: np.ndarray
+    y_train: np.ndarray
+    x_num_test: np.ndarray
+    x_cat_test: np.ndarray
+    y_test: np.ndarray
+    name: str
+    source: str
+    subset: int | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    audit_inputs: Any = None  # the label-canary audit is for classification; kept for the interface
+
+    kind = "tabular"
+
+    @property
+    def x_train(self) -> np.ndarray:  # row count for records (runner.build_record)
+        return self.y_train
+
+    @property
+    def x_test(self) -> np.ndarray:
+        return self.y_test
+
+    @property
+    def is_synthetic(self) -> bool:
+        return self.source == "synthetic_standin"
+
+    @property
+    def is_standin(self) -> bool:
+        """True for any data that is not the paper's dataset (synthetic or a package's stand-in)."""
+        return self.source != "official"
+
+    @property
+    def label_lower(self) -> float:
+        return float(self.metadata["label_lower"])
+
+    @property
+    def label_upper(self) -> float:
+        return float(self.metadata["label_upper"])
+
+    @property
+    def label_integer(self) -> bool:
+        return bool(self.metadata["label_integer"])
+
+    @property
+    def label_support(self) -> np.ndarray:
+        """The finite label set the discrete randomizers act on: the integers of the range
+        (real labels are first rounded onto it without bias, 003 Section 3.1)."""
+        lo, hi = self.label_lower, self.label_upper
+        if lo != int(lo) or hi != int(hi):
+            raise TabularDataError(f"{self.name}: label range [{lo}, {hi}] has non-integer ends; the label "
+                                   "support is the integers of the range, so set integer ends in the preparation")
+        return np.arange(int(lo), int(hi) + 1, dtype=float)
+
+    @property
+    def cat_vocab_sizes(self) -> list[int]:
+        return [int(v) for v in self.metadata.get("cat_vocab_sizes", [])]
+
+
+def validate_tabular(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any]) -> None:
+    """Refuses what would make a run meaningless, naming the value and the fix: an empty split,
+    NaN or infinite features or labels, labels outside the stated range, category indices
+    outside their vocabularies."""
+    name = metadata.get("dataset", "?")
+    for split in ("train", "test"):
+        n = arrays[f"y_{split}"].shape[0]
+        if n == 0:
+            raise TabularDataError(f"{name}: the {split} split is empty; check the raw file (rows dropped: "
+                                   f"{metadata.get('preprocessing')}) or the subset size")
+        if arrays[f"x_num_{split}"].shape[0] != n or arrays[f"x_cat_{split}"].shape[0] != n:
+            raise TabularDataError(f"{name}: {split} features and labels have different row counts")
+        for key in (f"x_num_{split}", f"y_{split}"):
+            bad = ~np.isfinite(arrays[key])
+            if bad.any():
+                row = int(np.argwhere(bad)[0][0])
+                raise TabularDataError(f"{name}: {key} has {int(bad.sum())} NaN/infinite values (first in row {row}); "
+                                       "impute or drop such rows in the preparation")
+        y = arrays[f"y_{split}"]
+        lo, hi = float(metadata["label_lower"]), float(metadata["label_upper"])
+        out = (y < lo) | (y > hi)
+        if out.any():
+            raise TabularDataError(f"{name}: {int(out.sum())} {split} labels lie outside the configured range "
+                                   f"[{lo}, {hi}] (e.g. {float(y[out][0])}); clip or drop them in the preparation, "
+                                   "or widen the range (the randomizers' privacy holds only inside it)")
+        if metadata.get("label_integer") and not np.all(y == np.round(y)):
+            raise TabularDataError(f"{name}: label_integer is set but {split} labels are not integers")
+        cats = arrays[f"x_cat_{split}"]
+        sizes = list(metadata.get("cat_vocab_sizes", []))
+        if cats.shape[1] != len(sizes):
+            raise TabularDataError(f"{name}: {cats.shape[1]} categorical columns but {len(sizes)} vocabulary sizes")
+        if cats.size and ((cats < 0).any() or (cats >= np.asarray(sizes)[None, :]).any()):
+            raise TabularDataError(f"{name}: {split} category indices outside their vocabularies")
+
+
+def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.ndarray],
+                          metadata: Mapping[str, Any]) -> Path:
+    """Validates and writes a prepared tabular dataset atomically (temporary name, then rename)."""
+    missing = set(ARRAYS) - set(arrays)
+    if missing:
+        raise TabularDataError(f"prepared tabular data needs arrays {sorted(missing)}")
+    meta = {"kind": "tabular", "task": "regression", **dict(metadata)}
+    for key in ("dataset", "source", "label", "label_lower", "label_upper", "label_integer"):
+        if key not in meta:
+            raise TabularDataError(f"prepared tabular metadata needs {key!r}")
+    out = {
+        "x_num_train": np.asarray(arrays["x_num_train"], dtype=np.float32).reshape(len(arrays["y_train"]), -1),
+        "x_num_test": np.asarray(arrays["x_num_test"], dtype=np.float32).reshape(len(arrays["y_test"]), -1),
+        "x_cat_train": np.asarray(arrays["x_cat_train"], dtype=np.int32).reshape(len(arrays["y_train"]), -1),
+        "x_cat_test": np.asarray(arrays["x_cat_test"], dtype=np.int32).reshape(len(arrays["y_test"]), -1),
+        "y_train": np.asarray(arrays["y_train"], dtype=np.float64),
+        "y_test": np.asarray(arrays["y_test"], dtype=np.float64),
+    }
+    validate_tabular(out, meta)
+    out["metadata"] = np.array(json.dumps(meta, sort_keys=True))
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp.npz")
+    os.close(fd)
+    try:
+        np.savez_compressed(tmp, **out)
+        os.replace(tmp, out_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out_path
+
+
+def load_prepared_tabular(path: str | os.PathLike) -> PreparedTabular:
+    """Loads what :func:`save_prepared_tabular` wrote (no pickles) and validates it again."""
+    with np.load(Path(path), allow_pickle=False) as npz:
+        missing = set(ARRAYS + ("metadata",)) - set(npz.files)
+        if missing:
+            raise TabularDataError(f"{path}: not a prepared tabular dataset (missing {sorted(missing)})")
+        metadata = json.loads(str(npz["metadata"][()]))
+        arrays = {k: npz[k] for k in ARRAYS}
+    validate_tabular(arrays, metadata)
+    return PreparedTabular(**arrays, name=str(metadata["dataset"]), source=str(metadata["source"]),
+                           subset=metadata.get("subset"), metadata=metadata)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def random_split(n: int, *, test_fraction: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of a random train / test split (003: "random 80/20 split"), fixed by ``seed``."""
+    if n < 2:
+        raise TabularDataError(f"cannot split {n} rows into train and test; the raw data has too few rows")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_test = max(1, int(round(n * test_fraction)))
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def standardise(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, list]]:
+    """Standardises numerical columns with the training split's statistics (constant columns: 1)."""
+    train = np.asarray(train, dtype=np.float64)
+    test = np.asarray(test, dtype=np.float64)
+    if train.shape[1] == 0:
+        return train, test, {"mean": [], "std": []}
+    mean = train.mean(axis=0)
+    std = train.std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    return (train - mean) / std, (test - mean) / std, {"mean": mean.tolist(), "std": std.tolist()}
+
+
+def build_vocab(values: np.ndarray, *, missing=None) -> dict:
+    """Vocabulary of one categorical column from the TRAINING split: value -> index >= 1 (in
+    sorted order of the values); index 0 is missing / unseen."""
+    uniq = [v for v in np.unique(np.asarray(values)).tolist() if missing is None or v != missing]
+    return {v: i + 1 for i, v in enumerate(uniq)}
+
+
+def encode_categorical(values: np.ndarray, vocab: Mapping) -> np.ndarray:
+    """Indices of ``values`` in ``vocab`` (0 for unseen or missing)."""
+    return np.fromiter((vocab.get(v, 0) for v in np.asarray(values).tolist()), dtype=np.int32,
+                       count=len(values))
