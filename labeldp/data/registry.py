@@ -390,9 +390,8 @@ they cannot be downloaded automatically. To make the extract:
      (IPUMS adds its technical variables YEAR, SAMPLE, SERIAL, PERNUM, ... automatically;
      keep them). The papers do not name their features; this list is the project default
      and the workflow config can change it (then select those variables instead).
-  4. Data format: "Comma delimited (.csv)" is easiest. The default fixed-width ".dat"
-     also works if you keep the DDI codebook (.xml) that IPUMS offers next to it, with the
-     same base name (e.g. usa_00001.dat.gz + usa_00001.xml). Structure: rectangular
+  4. Data format: "Comma delimited (.csv)" (required: the preparation reads CSV only; a
+     fixed-width ".dat" extract is refused with the steps to re-export it). Structure: rectangular
      (persons). Keep the file gzip-compressed as IPUMS delivers it.
   5. Submit the extract, wait for the e-mail, download it, and put the file at the
      configured census path (config key census_path; shown below), or point census_path

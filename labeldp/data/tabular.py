@@ -149,11 +149,15 @@ def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.n
     for key in ("dataset", "source", "label", "label_lower", "label_upper", "label_integer"):
         if key not in meta:
             raise TabularDataError(f"prepared tabular metadata needs {key!r}")
+    def _2d(x, dtype):
+        x = np.asarray(x, dtype=dtype)
+        return x if x.ndim == 2 else x.reshape(len(x), -1)
+
     out = {
-        "x_num_train": np.asarray(arrays["x_num_train"], dtype=np.float32).reshape(len(arrays["y_train"]), -1),
-        "x_num_test": np.asarray(arrays["x_num_test"], dtype=np.float32).reshape(len(arrays["y_test"]), -1),
-        "x_cat_train": np.asarray(arrays["x_cat_train"], dtype=np.int32).reshape(len(arrays["y_train"]), -1),
-        "x_cat_test": np.asarray(arrays["x_cat_test"], dtype=np.int32).reshape(len(arrays["y_test"]), -1),
+        "x_num_train": _2d(arrays["x_num_train"], np.float32),
+        "x_num_test": _2d(arrays["x_num_test"], np.float32),
+        "x_cat_train": _2d(arrays["x_cat_train"], np.int32),
+        "x_cat_test": _2d(arrays["x_cat_test"], np.int32),
         "y_train": np.asarray(arrays["y_train"], dtype=np.float64),
         "y_test": np.asarray(arrays["y_test"], dtype=np.float64),
     }

@@ -143,6 +143,11 @@ def _markdown_vs_epsilon(config, table, res, rows) -> str:
                     cells.append(_fmt(r[f"{key}_mean"], r[f"{key}_std"]) + partial)
             lines.append(f"| {e:g} | " + " | ".join(cells) + " |")
         lines.append("")
+    npc = res.nonprivate
+    if npc is not None:
+        lines += ["Non-private reference (the same MLP on the true labels, grid point chosen by the same rule): "
+                  + (f"test MSE {_fmt(npc.mean, npc.std)} ({npc.n_seeds} seeds)" if npc.status == "ok"
+                     else f"{npc.status}: {npc.reason}"), ""]
     lines += ["Selected grid points: " + "; ".join(f"{r['label']} @ {r['epsilon']:g}: {r['selected_hparams']}"
                                                    for r in rows if r["selected_hparams"]), ""]
     return "\n".join(lines)
@@ -238,6 +243,9 @@ def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
             ax.set_yscale("log")
             ax.set_xlabel("epsilon")
             ax.set_title(name, fontsize=9)
+        npc = res.nonprivate
+        if npc is not None and npc.status == "ok":
+            axes[1].axhline(npc.mean, color="black", ls="--", lw=1, label="non-private")
         axes[1].legend(fontsize=6)
         fig.suptitle(f"{table}: {tcfg['title']}{standin}\nselection: {tcfg_selection(config, table)}", fontsize=8)
     fig.tight_layout()
