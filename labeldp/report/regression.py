@@ -73,8 +73,16 @@ def _fmt(m, s=None, n=None, digits=4) -> str:
     return txt + (f" ({n} seeds)" if n is not None else "")
 
 
+def _g3_paper(ref, method: str, mesh) -> dict | None:
+    return next((p for p in ref if p["mechanism"] == method
+                 and (p["mesh_size"] or None) == (str(mesh) if mesh else None)), None)
+
+
 def _rows(config, table: str, res) -> list[dict[str, Any]]:
-    """One tidy row per (column, eps): selected config, test MSE, noisy-label MSE, LP seconds."""
+    """One tidy row per (column, eps): selected config, test MSE, noisy-label MSE, LP seconds;
+    with the scorecard's fields (``paper_table``, ``metric``, ``mean``, ``std``, ``paper``)."""
+    tcfg = config["tables"][table]
+    ref = _load_g3_reference(config) if tcfg.get("regression_plot") == "mesh_table" else []
     rows = []
     for c in res.columns:
         for e in res.epsilons:
@@ -98,8 +106,13 @@ def _rows(config, table: str, res) -> list[dict[str, Any]]:
                 "neighboring_relation": recs[0]["privacy"]["neighboring_relation"] if recs else None,
                 "privacy_valid": cell.valid, "data_source": ";".join(sources),
                 "selection": tcfg_selection(config, table),
+                "paper_table": tcfg["paper_table"], "metric": tcfg["metric"], "mean": test[0], "std": test[1],
+                "valid": cell.valid,
                 "_records": recs,
             })
+            mesh = rows[-1]["mesh_size"] or (c.fixed_hparams or {}).get("mesh_size")
+            paper = _g3_paper(ref, c.method, mesh) if ref else None
+            rows[-1]["paper"] = float(paper["test_loss"]) if paper and paper.get("test_loss") else None
     return rows
 
 
@@ -167,8 +180,7 @@ def _markdown_mesh_table(config, table, res, rows) -> str:
     lines += ["| randomizer | mesh | seconds to compute: ours (paper) | noisy-label loss: ours (paper) | "
               "test loss: ours (paper) | seeds |", "|---|---|---|---|---|---|"]
     for r in rows:
-        paper = next((p for p in ref if p["mechanism"] == r["method"]
-                      and (p["mesh_size"] or None) == (str(r["mesh_size"]) if r["mesh_size"] else None)), None)
+        paper = _g3_paper(ref, r["method"], r["mesh_size"])
         pv = (lambda k: f" ({paper[k]})" if paper and paper.get(k) else " (-)")
         if r["status"] != "ok":
             lines.append(f"| {r['label']} | {r['mesh_size'] or '-'} | {NOT_RUN}: {r['reason']} | | | |")
