@@ -16,6 +16,8 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 # output per label.
 OPTIONAL_HYPERPARAMETERS = {"mesh_size": None}
 DATASET_KINDS = ("tabular",)
+# spends eps1 of the run's eps on a private prior (the planner refuses eps <= eps1 before any job)
+USES_PRIVATE_PRIOR = True
 
 
 def run(data, spec: RunSpec) -> MethodResult:

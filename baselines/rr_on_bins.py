@@ -12,6 +12,8 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 NAME = "rr_on_bins"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 DATASET_KINDS = ("tabular",)
+# spends eps1 of the run's eps on a private prior (the planner refuses eps <= eps1 before any job)
+USES_PRIVATE_PRIOR = True
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -387,6 +387,22 @@ def select_runs(config: Mapping[str, Any], tables, *, methods=(), epsilons=(), s
             and (not seeds or r.spec.seed in seeds)]
 
 
+def _check_prior_budget(config: Mapping[str, Any], table: str, tcfg: Mapping[str, Any], col: Column) -> None:
+    """003's prior-based randomizers spend eps1 on the prior: every eps of the table must exceed it
+    (else eps2 = eps - eps1 <= 0), caught here before any job runs."""
+    if not registry.is_implemented(col.method) or not getattr(registry.get_method(col.method), "USES_PRIVATE_PRIOR", False):
+        return
+    from labeldp.regression.pipeline import PRIOR_EPSILON
+
+    opts = variant_options(config, col.method, col.variant)
+    eps1 = float(opts.get("prior_epsilon", PRIOR_EPSILON.get(tcfg["dataset"], 0.0)))
+    for eps in tcfg.get("epsilons", []):
+        if not float(eps) > eps1:
+            raise ConfigError(f"tables.{table}.epsilons: eps = {eps} does not exceed the prior budget eps1 = {eps1} of "
+                              f"{col.method} on {tcfg['dataset']} (eps2 = eps - eps1 must be > 0); drop that eps or lower "
+                              "the variant option prior_epsilon")
+
+
 def validate_semantics(config: Mapping[str, Any]) -> None:
     """Checks the schema cannot express; raises :class:`ConfigError` naming the key."""
     if config["grid"] not in config["grids"]:
@@ -406,6 +422,7 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 )
             if col.variant != "default":
                 variant_options(config, col.method, col.variant)
+            _check_prior_budget(config, table, tcfg, col)
         col_ids = {c.id for c in columns(tcfg)}
         for i, claim in enumerate(tcfg.get("claims", [])):
             if ("agree" in claim) == ("winner" in claim or "losers" in claim):

@@ -24,6 +24,10 @@ A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or `
     ``calibration_relation``), and records calibrated under label substitution get their own
     directory. Label randomizers (RR, ALIBI, ...) are exact per label and ignore it.
 
+``USES_PRIVATE_PRIOR: bool`` (optional, default False)
+    True for 003's randomizers that spend part of eps (eps1, ``labeldp.regression.pipeline``) on a
+    private label prior; config validation then refuses a table eps that does not exceed eps1.
+
 Module top levels import only the standard library and this module; heavy imports (JAX,
 PyTorch) happen inside ``run``, so the Snakefile can discover methods cheaply. Adding a
 method is adding one module; nothing else changes (the registry discovers it by name).

@@ -82,7 +82,7 @@ def _rows(config, table: str, res) -> list[dict[str, Any]]:
     """One tidy row per (column, eps): selected config, test MSE, noisy-label MSE, LP seconds;
     with the scorecard's fields (``paper_table``, ``metric``, ``mean``, ``std``, ``paper``)."""
     tcfg = config["tables"][table]
-    ref = _load_g3_reference(config) if tcfg.get("regression_plot") == "mesh_table" else []
+    ref = _load_g3_reference(config, tcfg["dataset"]) if tcfg.get("regression_plot") == "mesh_table" else []
     rows = []
     for c in res.columns:
         for e in res.epsilons:
@@ -166,16 +166,19 @@ def _markdown_vs_epsilon(config, table, res, rows) -> str:
     return "\n".join(lines)
 
 
-def _load_g3_reference(config) -> list[dict]:
+G3_DATASET = "census1940"  # 003 Table G.3 is on the Census; another data set has no paper value
+
+
+def _load_g3_reference(config, dataset: str = G3_DATASET) -> list[dict]:
     path = Path(config.get("reference_dir", "workflow/resources/reference")) / "unbiased_regression_tables.csv"
-    if not path.exists():
+    if dataset != G3_DATASET or not path.exists():
         return []
     with open(path) as fh:
         return [r for r in csv.DictReader(fh) if r["table"] == "G.3"]
 
 
 def _markdown_mesh_table(config, table, res, rows) -> str:
-    ref = _load_g3_reference(config)
+    ref = _load_g3_reference(config, config["tables"][table]["dataset"])
     lines = _header(config, table, rows)
     lines += ["| randomizer | mesh | seconds to compute: ours (paper) | noisy-label loss: ours (paper) | "
               "test loss: ours (paper) | seeds |", "|---|---|---|---|---|---|"]
@@ -208,6 +211,7 @@ def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     import numpy as np
 
     tcfg = config["tables"][table]
@@ -233,7 +237,7 @@ def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
         pts = [(r["mesh_size"], r["randomizer_seconds_mean"]) for r in rows if r["status"] == "ok" and r["mesh_size"]]
         if pts:
             ax.plot(*zip(*pts), "-o", label="ours")
-        ref = [(float(p["mesh_size"]), float(p["seconds_to_compute"])) for p in _load_g3_reference(config) if p["mesh_size"]]
+        ref = [(float(p["mesh_size"]), float(p["seconds_to_compute"])) for p in _load_g3_reference(config, tcfg["dataset"]) if p["mesh_size"]]
         if ref:
             ax.plot(*zip(*ref), "o", mfc="none", label="003 Table G.3")
         ax.set_xscale("log")
@@ -253,6 +257,9 @@ def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
                                 yerr=[r[f"{key}_std"] or 0 for r in pts], fmt="-o", color=f"C{i}", label=c.label, capsize=2)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.set_xticks(res.epsilons)
+            ax.set_xticklabels([f"{e:g}" for e in res.epsilons])
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_xlabel("epsilon")
             ax.set_title(name, fontsize=9)
         npc = res.nonprivate

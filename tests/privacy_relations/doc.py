@@ -25,6 +25,7 @@ EXPECTED_IDS = {
     "dpsgd", "dpsgd_opacus", "labeldp_pro",
     "regression_laplace", "regression_staircase", "regression_rr_on_bins",
     "regression_optimal_unbiased", "regression_prior",
+    "laplace", "laplace_clipped", "staircase", "staircase_clipped", "rr_on_bins", "optimal_unbiased",
     "kmeans_priors",
 }
 LABEL_ONLY = {"label_substitution"}

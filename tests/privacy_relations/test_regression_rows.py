@@ -187,3 +187,88 @@ def test_row_kmeans_priors():
                          rng=np.random.default_rng(19))
     np.testing.assert_array_equal(p1.cluster_ids, p2.cluster_ids)
     assert p1.epsilon == eps
+
+
+# ------------------------------------------------------------------------------------------
+# The regression method modules (003): one row per method id
+# ------------------------------------------------------------------------------------------
+
+
+def _method_data(tmp_path_factory=None):
+    import tempfile
+
+    from tests.regression.helpers import synthetic_tabular
+
+    return synthetic_tabular(Path(tempfile.mkdtemp()), n_train=600, n_test=100, lower=0, upper=6)
+
+
+def _method_outcome(method: str, eps: float, data):
+    from labeldp.methods.base import RunSpec
+    from labeldp.regression import randomizers as RZ
+
+    fn = {"laplace": RZ.additive("laplace", clip=False), "laplace_clipped": RZ.additive("laplace", clip=True),
+          "staircase": RZ.additive("staircase", clip=False), "staircase_clipped": RZ.additive("staircase", clip=True),
+          "rr_on_bins": RZ.rr_on_bins_randomizer, "optimal_unbiased": RZ.optimal_unbiased_randomizer_fn}[method]
+    spec = RunSpec(dataset="rand_hie", method=method, variant="default", epsilon=eps, delta=0.0, seed=0,
+                   hparams={"learning_rate": 1e-2, "epochs": 1, "batch_size": 64})
+    return fn(data.y_train, data=data, spec=spec, rng=np.random.default_rng(0))
+
+
+def _additive_method_checks(method: str, kind: str, clip: bool):
+    from labeldp.mechanisms import regression as R
+
+    r = BY_ID[method]
+    assert relations(r) == LABEL_ONLY and "Delta=upper-lower" in sensitivity_tokens(r)
+    data = _method_data()
+    for eps in (0.5, 2.0):
+        out = _method_outcome(method, eps, data)
+        assert out.privacy.epsilon == eps and out.privacy.delta == 0.0
+        assert out.privacy.neighboring_relation == "label_substitution"
+        assert out.details["sensitivity"] == data.label_upper - data.label_lower
+        # integer labels: the discrete mechanism, whose exact matrix over the range is eps-DP
+        matrix_fn = R.laplace_transition_matrix if kind == "laplace" else R.staircase_transition_matrix
+        t = matrix_fn(epsilon=eps, lower=int(data.label_lower), upper=int(data.label_upper), clip=clip)
+        assert t.epsilon_dp_ratio() <= eps + 1e-9
+        if clip:
+            assert out.noisy_labels.min() >= data.label_lower and out.noisy_labels.max() <= data.label_upper
+        else:
+            assert out.noisy_labels.min() < data.label_lower or out.noisy_labels.max() > data.label_upper
+
+
+def test_row_laplace():
+    _additive_method_checks("laplace", "laplace", clip=False)
+
+
+def test_row_laplace_clipped():
+    _additive_method_checks("laplace_clipped", "laplace", clip=True)
+
+
+def test_row_staircase():
+    _additive_method_checks("staircase", "staircase", clip=False)
+
+
+def test_row_staircase_clipped():
+    _additive_method_checks("staircase_clipped", "staircase", clip=True)
+
+
+def _prior_method_checks(method: str):
+    from labeldp.regression.pipeline import PRIOR_EPSILON
+
+    r = BY_ID[method]
+    assert relations(r) == LABEL_ONLY
+    assert "L1=2" in sensitivity_tokens(r) and "pairwise" in sensitivity_tokens(r)
+    data = _method_data()
+    for eps in (0.5, 2.0):
+        out = _method_outcome(method, eps, data)
+        d = out.details
+        assert d["epsilon1"] == PRIOR_EPSILON["rand_hie"] and d["epsilon2"] == pytest.approx(eps - d["epsilon1"])
+        assert out.privacy.epsilon == pytest.approx(d["epsilon1"] + d["epsilon2"]) and out.privacy.delta == 0.0
+        assert d["dp_ratio_log"] <= d["epsilon2"] + 1e-9  # the exact randomizer that ran
+
+
+def test_row_rr_on_bins():
+    _prior_method_checks("rr_on_bins")
+
+
+def test_row_optimal_unbiased():
+    _prior_method_checks("optimal_unbiased")

@@ -142,3 +142,13 @@ def test_nonprivate_regression_trains_on_true_labels(data):
                            seed=0, hparams=HP), data)
     assert res.metrics["noisy_label_mse"] == 0.0
     assert res.privacy.epsilon == math.inf
+
+
+def test_config_with_eps_below_the_prior_budget_is_refused_before_any_job():
+    from labeldp.plan import ConfigError, validate_semantics
+    from tests.helpers import repo_config
+
+    cfg = repo_config()
+    cfg["tables"]["figure5a"]["epsilons"] = [0.001, 1.0]  # Census eps1 = 0.002
+    with pytest.raises(ConfigError, match="does not exceed the prior budget eps1 = 0.002"):
+        validate_semantics(cfg)
