@@ -39,7 +39,8 @@ from .fetch import file_digests
 from .rawformats import is_standin_dir
 from .registry import (CENSUS1940_CATEGORICAL_FEATURES, CENSUS1940_DEFAULT_FILENAME, CENSUS1940_INSTRUCTIONS,
                        CENSUS1940_LABEL, CENSUS1940_NUMERICAL_FEATURES)
-from .tabular import TabularDataError, build_vocab, random_split, save_prepared_tabular, standardise
+from .tabular import (TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular,
+                      standardise)
 
 __all__ = ["LABEL", "LABEL_RANGE", "TECHNICAL_COLUMNS", "DAT_MESSAGE", "prepare_dataset", "write_standin"]
 
@@ -79,18 +80,6 @@ def _csv_path(raw_dir: Path) -> Path:
         raise TabularDataError(DAT_MESSAGE.format(path=dats[0]))
     raise TabularDataError(f"census1940: no IPUMS CSV extract (.csv / .csv.gz) and no MANIFEST.json in {raw_dir}.\n\n"
                            f"{CENSUS1940_INSTRUCTIONS}")
-
-
-def _encode(values: np.ndarray, vocab: dict) -> np.ndarray:
-    """Vectorised :func:`labeldp.data.tabular.encode_categorical` for numeric values (0: unseen)."""
-    if not vocab:
-        return np.zeros(len(values), np.int32)
-    keys = np.fromiter(vocab.keys(), np.int64, len(vocab))
-    idx = np.fromiter(vocab.values(), np.int64, len(vocab))
-    order = np.argsort(keys)
-    keys, idx = keys[order], idx[order]
-    pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
-    return np.where(keys[pos] == values, idx[pos], 0).astype(np.int32)
 
 
 def _read(path: Path, cat_cols: list[str], num_cols: list[str], subset: int | None):
@@ -188,7 +177,7 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     c_train = np.empty((train.size, cat.shape[1]), np.int32)
     c_test = np.empty((test.size, cat.shape[1]), np.int32)
     for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
-        c_train[:, j], c_test[:, j] = _encode(cat[train, j], vocab), _encode(cat[test, j], vocab)
+        c_train[:, j], c_test[:, j] = encode_numeric_categories(cat[train, j], vocab), encode_numeric_categories(cat[test, j], vocab)
     lo, hi = LABEL_RANGE
     metadata = {
         "dataset": "census1940", "source": source, "subset": subset, "label": LABEL,

@@ -55,7 +55,8 @@ import numpy as np
 
 from .fetch import file_digests
 from .rawformats import is_standin_dir
-from .tabular import TabularDataError, build_vocab, random_split, save_prepared_tabular, standardise
+from .tabular import (TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular,
+                      standardise)
 
 __all__ = ["ARCHIVE", "MEMBER", "COLUMNS", "LABEL", "LABEL_RANGE", "NUMERICAL_FEATURES", "CATEGORICAL_FEATURES",
            "prepare_dataset", "write_standin"]
@@ -89,18 +90,6 @@ def _archive_path(raw_dir: Path) -> Path:
                 return p
     raise TabularDataError(f"criteo_search: {direct} not found; fetch it first (snakemake fetch_criteo_search, or "
                            f"python -m labeldp.data.fetch criteo_search --data-dir <data_dir>/raw)")
-
-
-def _encode(values: np.ndarray, vocab: dict) -> np.ndarray:
-    """Vectorised :func:`labeldp.data.tabular.encode_categorical` for numeric values (0: unseen)."""
-    if not vocab:
-        return np.zeros(len(values), np.int32)
-    keys = np.fromiter(vocab.keys(), np.int64, len(vocab))
-    idx = np.fromiter(vocab.values(), np.int64, len(vocab))
-    order = np.argsort(keys)
-    keys, idx = keys[order], idx[order]
-    pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
-    return np.where(keys[pos] == values, idx[pos], 0).astype(np.int32)
 
 
 def _read(archive: Path, subset: int | None):
@@ -214,7 +203,7 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     c_train = np.empty((train.size, cat.shape[1]), np.int32)
     c_test = np.empty((test.size, cat.shape[1]), np.int32)
     for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
-        c_train[:, j], c_test[:, j] = _encode(cat[train, j], vocab), _encode(cat[test, j], vocab)
+        c_train[:, j], c_test[:, j] = encode_numeric_categories(cat[train, j], vocab), encode_numeric_categories(cat[test, j], vocab)
     metadata = {
         "dataset": "criteo_search", "source": source, "subset": subset, "label": LABEL,
         "label_lower": lo, "label_upper": hi, "label_integer": False,

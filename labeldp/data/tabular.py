@@ -33,7 +33,7 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = ["PreparedTabular", "save_prepared_tabular", "load_prepared_tabular", "standardise", "build_vocab",
-           "encode_categorical", "random_split", "TabularDataError"]
+           "encode_categorical", "encode_numeric_categories", "random_split", "TabularDataError"]
 
 ARRAYS = ("x_num_train", "x_cat_train", "y_train", "x_num_test", "x_cat_test", "y_test")
 
@@ -224,3 +224,16 @@ def encode_categorical(values: np.ndarray, vocab: Mapping) -> np.ndarray:
     """Indices of ``values`` in ``vocab`` (0 for unseen or missing)."""
     return np.fromiter((vocab.get(v, 0) for v in np.asarray(values).tolist()), dtype=np.int32,
                        count=len(values))
+
+
+def encode_numeric_categories(values: np.ndarray, vocab: Mapping) -> np.ndarray:
+    """:func:`encode_categorical` for integer-coded values, vectorised (millions of rows): the
+    index of each value in ``vocab``, 0 for unseen or missing."""
+    if not vocab:
+        return np.zeros(len(values), np.int32)
+    keys = np.fromiter(vocab.keys(), np.int64, len(vocab))
+    idx = np.fromiter(vocab.values(), np.int64, len(vocab))
+    order = np.argsort(keys)
+    keys, idx = keys[order], idx[order]
+    pos = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    return np.where(keys[pos] == values, idx[pos], 0).astype(np.int32)

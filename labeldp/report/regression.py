@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from labeldp import records
 from labeldp.plan import cell_runs, hp_id
-from labeldp.report.render import NOT_RUN, write_atomic_text
+from labeldp.report.render import NOT_RUN, save_figure, write_atomic_text
 
 __all__ = ["main_regression", "selected_records", "protocol_text"]
 
@@ -196,16 +196,6 @@ def _markdown_mesh_table(config, table, res, rows) -> str:
     return "\n".join(lines)
 
 
-def _save(fig, png: Path, pdf: Path | None) -> None:
-    for path, kw in ((png, {"dpi": 120}), (pdf, {})):
-        if path is None:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.part{path.suffix}")
-        fig.savefig(tmp, **kw)
-        os.replace(tmp, path)
-
-
 def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
     import matplotlib
 
@@ -268,7 +258,7 @@ def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
         axes[1].legend(fontsize=6)
         fig.suptitle(f"{table}: {tcfg['title']}{standin}\nselection: {tcfg_selection(config, table)}", fontsize=8)
     fig.tight_layout()
-    _save(fig, png, pdf)
+    save_figure(fig, png, pdf)
     plt.close(fig)
 
 

@@ -308,7 +308,12 @@ def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
                 ha="center", va="center")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    png.parent.mkdir(parents=True, exist_ok=True)
+    save_figure(fig, png, pdf)
+    plt.close(fig)
+
+
+def save_figure(fig, png: Path, pdf: Path | None = None) -> None:
+    """Writes ``fig`` as PNG (120 dpi) and PDF, each to a temporary name then renamed."""
     for path, kw in ((png, {"dpi": 120}), (pdf, {})):
         if path is None:
             continue
@@ -316,6 +321,5 @@ def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
         tmp = path.with_name(f".{path.stem}.part{path.suffix}")
         fig.savefig(tmp, **kw)
         os.replace(tmp, path)
-    plt.close(fig)
 
 
