@@ -135,6 +135,7 @@ def worker(spec: dict) -> dict:
     import scipy
 
     from labeldp.mechanisms import regression_unbiased as R
+    from labeldp.mechanisms import regression_unbiased_lp as LP
     from labeldp.mechanisms.regression_core import DiscreteRandomizer
 
     sup, p = PRIORS[spec["dataset"]]()
@@ -144,17 +145,17 @@ def worker(spec: dict) -> dict:
     lo, span = sup[0], sup[-1] - sup[0]
     z, o = (sup - lo) / span, (outs - lo) / span
     sizes = []
-    inner = R._solve_lp_on_columns
+    inner = LP._solve_lp_on_columns
 
     def counted(cost, *a, **kw):
         sizes.append(int(cost.shape[1]))
         return inner(cost, *a, **kw)
 
-    R._solve_lp_on_columns = counted
-    solve = R._solve_unbiased_lp if solver == "new" else R._solve_unbiased_lp_full
+    LP._solve_lp_on_columns = counted
+    solve = LP._solve_unbiased_lp if solver == "new" else LP._solve_unbiased_lp_full
     raw, t_solve, mem_solve = _stage(lambda: solve(p, z, o, eps))
-    R._solve_lp_on_columns = inner
-    matrix, t_polish, mem_polish = _stage(lambda: R._polish(raw, z, o, eps))
+    LP._solve_lp_on_columns = inner
+    matrix, t_polish, mem_polish = _stage(lambda: LP._polish(raw, z, o, eps))
     r = DiscreteRandomizer(support=sup, outputs=outs, matrix=matrix, probs=p, epsilon=eps, name="optimal unbiased")
     ratio = r.epsilon_dp_ratio()
     out = dict(spec, status="ok", k=int(sup.size), solve_s=t_solve, polish_s=t_polish,
