@@ -1,5 +1,5 @@
 # Label-DP reproduction workflow. Default target: every table and figure (`rule all`).
-#   full (GPUs):  snakemake --cores N --resources gpu=1
+#   full (GPUs):  snakemake --profile workflow/profiles/gpu   (--resources gpu_slots=N jobs per GPU)
 #   smoke (CPU):  snakemake --cores 2 --configfile workflow/config/smoke.yaml
 #   one table:    snakemake --cores 2 table5_mnist
 import os
@@ -18,7 +18,7 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 sys.path.insert(0, workflow.basedir)
 
 from labeldp import plan as _plan
-from labeldp.config import validate_config
+from labeldp.config import gpu_slots_env, validate_config
 from labeldp.plan import ConfigError
 
 try:
@@ -36,6 +36,13 @@ DATA = config["data_dir"]
 TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "table"]
 FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
 RUNS = _plan.all_runs(config)
+
+# `--resources gpu_slots=N` (workflow/profiles/gpu): N training/audit jobs share one GPU, each
+# with XLA_PYTHON_CLIENT_MEM_FRACTION = 0.9 / N. Not given: no fraction (CPU; Slurm gres).
+try:
+    GPU_ENV = gpu_slots_env(getattr(workflow.global_resources.get("gpu_slots"), "value", None))
+except ConfigError as err:
+    raise WorkflowError(str(err))
 
 wildcard_constraints:
     dataset="[a-z0-9_]+",

@@ -84,3 +84,37 @@ def deep_update(base: dict, new: Mapping) -> dict:
         else:
             base[k] = v
     return base
+
+
+def gpu_slots_env(gpu_slots: Any) -> str:
+    """Environment prefix for one training job when ``gpu_slots`` jobs share one GPU.
+
+    ``snakemake --resources gpu_slots=N`` (``workflow/profiles/gpu``) lets N training or audit
+    jobs run at once on one GPU (each rule asks for one slot). Each job then gets
+    ``XLA_PYTHON_CLIENT_MEM_FRACTION`` = 0.9 / N, rounded down to 0.01, so N JAX processes fit in
+    the GPU's memory together with headroom. Without the resource (CPU runs; Slurm, where each
+    job has a GPU of its own through gres) no fraction is set.
+
+    Args:
+      gpu_slots: the value of the global ``gpu_slots`` resource: None when not given, else a
+        positive integer.
+
+    Returns:
+      ``""`` or ``"XLA_PYTHON_CLIENT_MEM_FRACTION=0.xx "`` to put before the job's command.
+
+    Raises:
+      ConfigError: ``gpu_slots`` is not a positive integer, or so large that a job's share
+        would round to zero.
+    """
+    if gpu_slots is None:
+        return ""
+    from labeldp.plan import ConfigError
+
+    if isinstance(gpu_slots, bool) or not isinstance(gpu_slots, int) or gpu_slots < 1:
+        raise ConfigError(f"--resources gpu_slots={gpu_slots!r}: give a positive integer, the number "
+                          "of training jobs that share one GPU (e.g. --resources gpu_slots=4)")
+    if gpu_slots > 90:
+        raise ConfigError(f"--resources gpu_slots={gpu_slots}: at most 90 jobs can share one GPU "
+                          "(each gets 0.9 / gpu_slots of its memory, at least 0.01)")
+    fraction = (90 // gpu_slots) / 100
+    return f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction:.2f} "

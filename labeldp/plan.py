@@ -174,7 +174,7 @@ def raw_root(data_dir: str | Path, source: str) -> str:
 def raw_dir(data_dir: str | Path, dataset: str, source: str) -> str:
     """Where the raw files of ``dataset`` live: ``<data_dir>/raw/<dataset>`` for the official
     files (fetch rule), ``<data_dir>/standin/<dataset>`` for the synthetic stand-ins
-    (make_standin rule). The one layout shared by the rules and ``run_planned.py``.
+    (make_standin rule). The one layout every rule uses.
 
     Args:
       data_dir: the config's ``data_dir``.

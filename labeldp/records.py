@@ -22,7 +22,9 @@ Record format (schema version 1). Every method writes exactly these top-level ke
                      ``test_mse``; ``diverged`` (bool: a NaN/inf loss was seen); others.
 ``timings``          dict: ``train_seconds``, ``seconds_per_epoch``, ``total_seconds``.
 ``environment``      dict: package versions, python, platform, hostname, cpu, gpu (JAX
-                     devices), git revision and whether the tree was dirty.
+                     devices), git revision and whether the tree was dirty, and ``lock``: the
+                     lock files' sha256 and whether the installed packages are the locked
+                     ones (:func:`labeldp.lockfile.lock_status`).
 ``config``           dict: the workflow config profile and the run spec as given.
 ``created``          ISO-8601 UTC timestamp.
 
@@ -43,6 +45,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
+
+from labeldp.lockfile import lock_status
 
 SCHEMA_VERSION = 1
 
@@ -188,6 +192,7 @@ def environment(*, git_at_start: Mapping[str, Any] | None = None) -> dict[str, A
         "jax_backend": backend,
         "jax_devices": devices,
         "git": git,
+        "lock": lock_status(),
     }
     if now != git:
         out["git_at_write"] = now
@@ -207,8 +212,9 @@ def machine_description(env: Mapping[str, Any]) -> str:
 def peak_rss_mib() -> float | None:
     """Peak resident memory of this process so far, MiB (``getrusage``; None where unavailable).
 
-    In a process that runs several runs (``workflow/scripts/run_planned.py``) this is the peak
-    over all of them up to now, not the current run's alone.
+    In a process that runs several runs (records of 2026-11-22/23 whose
+    ``config.workflow.executor`` names the since-removed in-process runner) this is the peak
+    over all of them up to now.
     """
     try:
         import resource

@@ -74,7 +74,7 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
 def run_and_record(spec: RunSpec, data, *, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Runs ``spec`` on ``data`` and returns its record: the revision is taken before the run
     (see :func:`build_record`), the wall-clock time around it. The one executor body shared by
-    the ``train`` rule (:func:`main`), ``workflow/scripts/run_planned.py`` and the audit."""
+    the ``train`` rule (:func:`main`) and the audit."""
     return run_with_result(spec, data, config=config)[0]
 
 

@@ -33,11 +33,11 @@ rule audit_run:
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"], "audit": config["audit"]}),
     threads: config.get("threads_per_job", 1)
     resources:
-        gpu=config.get("gpu_per_job", 0),
+        gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.runner --spec {params.spec:q} "
+        "{GPU_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.runner --spec {params.spec:q} "
         "--data {input.data} --out {output} --train-subset {params.acfg[train_subset]} "
         "--num-canaries {params.acfg[num_canaries]} --confidence {params.acfg[confidence]} "
         "--workflow-config {params.wf:q} > {log} 2>&1"

@@ -25,9 +25,9 @@ rule train:
                                     "sampling": config["sampling"], "delta": config["delta"]}),
     threads: config.get("threads_per_job", 1)
     resources:
-        gpu=config.get("gpu_per_job", 0),
+        gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "PYTHONPATH={workflow.basedir:q} python -m labeldp.runner --spec {params.spec:q} "
+        "{GPU_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.runner --spec {params.spec:q} "
         "--data {input.data} --out {output} --workflow-config {params.wf:q} > {log} 2>&1"
