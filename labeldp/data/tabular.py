@@ -1,4 +1,5 @@
-"""Prepared tabular regression data (003: Criteo Sponsored Search, 1940 Census, stand-ins).
+"""Prepared tabular data: regression (003: Criteo Sponsored Search, 1940 Census, stand-ins) and
+binary classification with users (000 Table 7 / 002: Criteo Attribution, Criteo pCTR).
 
 One ``.npz`` per prepared dataset, written atomically and loaded without pickles:
 
@@ -8,8 +9,12 @@ One ``.npz`` per prepared dataset, written atomically and loaded without pickles
   indices; index 0 is "missing or not seen in the training split" (vocabularies are built
   from the training split only);
 * ``y_train``, ``y_test``: float64 labels, inside ``[label_lower, label_upper]``;
+* optional: ``user_train``, ``user_test`` (int64 ``(n,)``: the user each row belongs to, for
+  user-level privacy; users are numbered per split) and a validation split ``x_num_val``,
+  ``x_cat_val``, ``y_val`` (``user_val``) where the paper has one (002's chronological 80/10/10);
 * ``metadata``: JSON (0-d string array): ``dataset``, ``kind = "tabular"``,
-  ``task = "regression"``, ``source`` (``official``, ``synthetic_standin`` or
+  ``task`` (``"regression"`` or ``"binary_classification"``: labels 0/1, range [0, 1]),
+  ``sensitive_features`` (002: the feature names whose values are private, optional), ``source`` (``official``, ``synthetic_standin`` or
   ``package_standin``), ``subset``, ``label`` (column name), ``label_lower``,
   ``label_upper``, ``label_integer`` (integer labels: the discrete randomizers apply),
   ``numerical_features``, ``categorical_features``, ``cat_vocab_sizes`` (index 0 included),
@@ -36,6 +41,8 @@ __all__ = ["PreparedTabular", "save_prepared_tabular", "load_prepared_tabular", 
            "encode_categorical", "encode_numeric_categories", "random_split", "TabularDataError"]
 
 ARRAYS = ("x_num_train", "x_cat_train", "y_train", "x_num_test", "x_cat_test", "y_test")
+OPTIONAL_ARRAYS = ("user_train", "user_test", "x_num_val", "x_cat_val", "y_val", "user_val")
+TASKS = ("regression", "binary_classification")
 
 
 class TabularDataError(ValueError):
@@ -57,6 +64,12 @@ class PreparedTabular:
     subset: int | None
     metadata: dict[str, Any] = field(default_factory=dict)
     audit_inputs: Any = None  # the label-canary audit is for classification; kept for the interface
+    user_train: np.ndarray | None = None
+    user_test: np.ndarray | None = None
+    x_num_val: np.ndarray | None = None
+    x_cat_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
+    user_val: np.ndarray | None = None
 
     kind = "tabular"
 
@@ -76,6 +89,14 @@ class PreparedTabular:
     def is_standin(self) -> bool:
         """True for any data that is not the paper's dataset (synthetic or a package's stand-in)."""
         return self.source != "official"
+
+    @property
+    def task(self) -> str:
+        return str(self.metadata.get("task", "regression"))
+
+    @property
+    def sensitive_features(self) -> list[str]:
+        return list(self.metadata.get("sensitive_features", []))
 
     @property
     def label_lower(self) -> float:
@@ -109,7 +130,21 @@ def validate_tabular(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, An
     NaN or infinite features or labels, labels outside the stated range, category indices
     outside their vocabularies."""
     name = metadata.get("dataset", "?")
-    for split in ("train", "test"):
+    task = metadata.get("task", "regression")
+    if task not in TASKS:
+        raise TabularDataError(f"{name}: task {task!r} is not one of {TASKS}")
+    if task == "binary_classification" and (float(metadata["label_lower"]), float(metadata["label_upper"]),
+                                            bool(metadata["label_integer"])) != (0.0, 1.0, True):
+        raise TabularDataError(f"{name}: a binary_classification dataset has integer labels in [0, 1]; "
+                               "set label_lower 0, label_upper 1, label_integer true")
+    if ("y_val" in arrays) != ("x_num_val" in arrays) or ("y_val" in arrays) != ("x_cat_val" in arrays):
+        raise TabularDataError(f"{name}: a validation split needs x_num_val, x_cat_val and y_val together")
+    splits = ("train", "test", "val") if "y_val" in arrays else ("train", "test")
+    for split in splits:
+        users = arrays.get(f"user_{split}")
+        if users is not None and (users.shape != arrays[f"y_{split}"].shape or (users < 0).any()):
+            raise TabularDataError(f"{name}: user_{split} must hold one non-negative user index per row")
+    for split in splits:
         n = arrays[f"y_{split}"].shape[0]
         if n == 0:
             raise TabularDataError(f"{name}: the {split} split is empty; check the raw file (rows dropped: "
@@ -161,6 +196,11 @@ def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.n
         "y_train": np.asarray(arrays["y_train"], dtype=np.float64),
         "y_test": np.asarray(arrays["y_test"], dtype=np.float64),
     }
+    for key in OPTIONAL_ARRAYS:
+        if key in arrays and arrays[key] is not None:
+            dtype = np.int64 if key.startswith("user_") else np.float64 if key.startswith("y_") else (
+                np.float32 if key.startswith("x_num") else np.int32)
+            out[key] = _2d(arrays[key], dtype) if key.startswith("x_") else np.asarray(arrays[key], dtype=dtype)
     validate_tabular(out, meta)
     out["metadata"] = np.array(json.dumps(meta, sort_keys=True))
     out_path = Path(out_path)
@@ -183,7 +223,7 @@ def load_prepared_tabular(path: str | os.PathLike) -> PreparedTabular:
         if missing:
             raise TabularDataError(f"{path}: not a prepared tabular dataset (missing {sorted(missing)})")
         metadata = json.loads(str(npz["metadata"][()]))
-        arrays = {k: npz[k] for k in ARRAYS}
+        arrays = {k: npz[k] for k in ARRAYS + OPTIONAL_ARRAYS if k in npz.files}
     validate_tabular(arrays, metadata)
     return PreparedTabular(**arrays, name=str(metadata["dataset"]), source=str(metadata["source"]),
                            subset=metadata.get("subset"), metadata=metadata)

@@ -62,3 +62,37 @@ def test_rand_hie_refuses_a_changed_file(tmp_path):
     with pytest.raises(TabularDataError, match="sha256"):
         prepare_dataset(raw_dir=raw.parent, out_path=tmp_path / "r.npz")
     assert not (tmp_path / "r.npz").exists()
+
+
+BINARY_META = {**META, "task": "binary_classification", "label_upper": 1, "sensitive_features": ["c0"]}
+
+
+def _binary_arrays(n=10, m=4):
+    a = _arrays(n, m)
+    a["y_train"], a["y_test"] = a["y_train"] % 2, a["y_test"] % 2
+    a["user_train"], a["user_test"] = np.arange(n) // 2, np.arange(m) // 2
+    return a
+
+
+def test_binary_task_with_users_and_validation_split_round_trips(tmp_path):
+    a = _binary_arrays()
+    a.update(x_num_val=a["x_num_test"], x_cat_val=a["x_cat_test"], y_val=a["y_test"], user_val=a["user_test"])
+    d = load_prepared_tabular(save_prepared_tabular(tmp_path / "d.npz", a, BINARY_META))
+    assert d.task == "binary_classification" and d.sensitive_features == ["c0"]
+    np.testing.assert_array_equal(d.user_train, np.arange(10) // 2)
+    np.testing.assert_array_equal(d.y_val, a["y_test"])
+    assert load_prepared_tabular(save_prepared_tabular(tmp_path / "r.npz", _arrays(), META)).user_train is None
+
+
+@pytest.mark.parametrize("mutate,meta,match", [
+    (lambda a: None, {**BINARY_META, "label_upper": 5}, "integer labels in \\[0, 1\\]"),
+    (lambda a: a.__setitem__("user_train", a["user_train"][:3]), BINARY_META, "one non-negative user index per row"),
+    (lambda a: a.__setitem__("y_val", a["y_test"]), BINARY_META, "x_num_val, x_cat_val and y_val together"),
+    (lambda a: None, {**META, "task": "ranking"}, "not one of"),
+])
+def test_bad_binary_or_user_data_is_refused(tmp_path, mutate, meta, match):
+    a = _binary_arrays()
+    mutate(a)
+    with pytest.raises(TabularDataError, match=match):
+        save_prepared_tabular(tmp_path / "d.npz", a, meta)
+    assert not list(tmp_path.iterdir())
