@@ -71,6 +71,12 @@ LossFn = Callable[[jax.Array, jax.Array], jax.Array]
 _tree_map = jax.tree_util.tree_map
 
 
+def _leading_shape(x: PyTree, n: int) -> tuple[int, ...]:
+    """The first ``n`` dimensions of the features: an array, or a pytree of arrays sharing them
+    (tabular data: ``(x_num, x_cat)``)."""
+    return tuple(jax.tree_util.tree_leaves(x)[0].shape[:n])
+
+
 # --------------------------------------------------------------------------------------------
 # Configuration, batch and state types
 # --------------------------------------------------------------------------------------------
@@ -140,7 +146,8 @@ class Batch(NamedTuple):
     """A (padded) batch.
 
     Attributes:
-      x: features, (B, ...) per example or (B, k, ...) per user.
+      x: features, (B, ...) per example or (B, k, ...) per user; an array or a pytree of arrays
+        with those leading dimensions (tabular data: ``(x_num, x_cat)``).
       y: targets, (B,) int labels or (B, K) weights/soft labels; per user (B, k) or (B, k, K).
       mask: 0/1 (bool or float) of shape (B,) (per user also (B, k)); 0 marks padding.
       x_alt: features of the alternative batch I^P (AltConv only), (n2, ...).
@@ -327,7 +334,7 @@ class DPSGDStep:
         x, y = batch.x, batch.y
         if self.config.unit == "user":
             if mask.ndim == 1:
-                mask = jnp.broadcast_to(mask[:, None], x.shape[:2])
+                mask = jnp.broadcast_to(mask[:, None], _leading_shape(x, 2))
         else:
             if mask.ndim != 1:
                 raise ValueError(f"per-example batches need a (B,) mask, got shape {mask.shape}")
@@ -346,14 +353,14 @@ class DPSGDStep:
                 return a
             return jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), a.dtype)])
 
-        x, y, m = padded(batch.x), padded(batch.y), padded(batch.mask)
+        x, y, m = _tree_map(padded, batch.x), padded(batch.y), padded(batch.mask)
         for c in range(n_chunks):
-            yield x[c * p:(c + 1) * p], y[c * p:(c + 1) * p], m[c * p:(c + 1) * p]
+            yield _tree_map(lambda a: a[c * p:(c + 1) * p], x), y[c * p:(c + 1) * p], m[c * p:(c + 1) * p]
 
     def _per_unit(self, params, x, y, mask, key):
         """Per-unit loss and gradient; a unit is (1 example) or (k examples of one user)."""
         if self.config.unit == "example":
-            x = x[:, None]
+            x = _tree_map(lambda a: a[:, None], x)
             y = y[:, None]
             mask = mask[:, None]
 
@@ -362,7 +369,7 @@ class DPSGDStep:
             losses = jax.vmap(self._loss_fn)(logits, yu)
             return jnp.sum(losses * mu.astype(losses.dtype))
 
-        keys = jax.random.split(key, x.shape[0])
+        keys = jax.random.split(key, _leading_shape(x, 1)[0])
         return jax.vmap(jax.value_and_grad(unit_loss), in_axes=(None, 0, 0, 0, 0))(params, x, y, mask, keys), mask
 
     def _clipped_sum(self, params, x, y, mask, key):
@@ -401,7 +408,7 @@ class DPSGDStep:
     def _denoise_inputs(self, batch: Batch):
         x, mask = batch.x, batch.mask
         if self.config.unit == "user":  # the batch's examples, flattened
-            x = x.reshape((-1, *x.shape[2:]))
+            x = _tree_map(lambda a: a.reshape((-1, *a.shape[2:])), x)
             mask = mask.reshape(-1)
         return x, mask
 

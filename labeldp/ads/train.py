@@ -1,0 +1,173 @@
+"""Training the ads model (:mod:`labeldp.ads.model`) on binary labels: non-private or on
+randomized labels (RR), and DP-SGD / LabelDP-Pro with per-USER gradients (000 Section 6).
+
+Both use the suite's one DP-SGD engine (:mod:`labeldp.dpsgd`): :func:`train_on_labels` its
+non-private step on the mean binary cross-entropy, :func:`train_user_level` its private step
+with ``unit="user"``: a user's gradient is the sum of the gradients of its k examples, clipped
+as ONE unit to norm C, so one user's contribution (all k labels together) is bounded by C; users
+are Poisson-sampled at rate q = n1 / U (000 Section 6, Table 7). RMSProp, as 000 Appendix D.3
+states for Table 7. One jitted step driven from a Python loop (XLA's CPU while-loop is slow).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from labeldp.ads.model import AdsMLP, two_class_logits
+from labeldp.dpsgd import (Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step, num_steps, poisson_batches,
+                           sample_alt_batch)
+
+__all__ = ["AdsTrainConfig", "AdsTrainResult", "init_params", "train_on_labels", "train_user_level",
+           "predict_proba"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AdsTrainConfig:
+    """Hyper-parameters (000 Table 8's Table 7 grid).
+
+    Attributes:
+      learning_rate: RMSProp step size.
+      epochs: passes over the training rows (non-private / RR) or users (user-level DP-SGD).
+      batch_size: rows per step, or EXPECTED users per step for user-level DP-SGD.
+    """
+
+    learning_rate: float
+    epochs: int
+    batch_size: int
+
+    def __post_init__(self):
+        if not (self.learning_rate > 0 and self.epochs >= 1 and self.batch_size >= 1):
+            raise ValueError(f"invalid training config {self}: learning_rate > 0, epochs >= 1, batch_size >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class AdsTrainResult:
+    params: Any
+    final_loss: float
+    steps: int
+    train_seconds: float
+    diverged: bool
+    details: dict = dataclasses.field(default_factory=dict)
+
+
+def init_params(model: AdsMLP, x_num: np.ndarray, x_cat: np.ndarray, *, seed: int):
+    """Initial parameters (the same for every method at a seed)."""
+    return model.init(jax.random.PRNGKey(seed), (jnp.asarray(x_num[:1]), jnp.asarray(x_cat[:1])))
+
+
+def train_on_labels(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray,
+                    config: AdsTrainConfig, seed: int) -> AdsTrainResult:
+    """Minimises the mean binary cross-entropy to ``y`` (true or randomized labels) with RMSProp.
+
+    Args:
+      model: the network. x_num: ``(n, d_num)``. x_cat: ``(n, d_cat)``. y: ``(n,)`` labels in {0, 1}.
+      config: hyper-parameters. seed: initialisation and shuffling seed.
+
+    Returns:
+      An :class:`AdsTrainResult`; ``diverged`` when the loss became non-finite (training stops).
+    """
+    n = int(y.shape[0])
+    if n == 0:
+        raise ValueError("no training rows: the training split is empty")
+    bs = min(int(config.batch_size), n)
+    step = make_sgd_step(optimizer=optax.rmsprop(config.learning_rate), logits_fn=two_class_logits(model))
+    state = step.init(init_params(model, x_num, x_cat, seed=seed))
+    rng = np.random.default_rng([seed, 1])
+    key = jax.random.PRNGKey(seed)
+    y_int = np.asarray(y, dtype=np.int32)
+    steps_per_epoch = -(-n // bs)
+    t0 = time.perf_counter()
+    last, steps, diverged = float("nan"), 0, False
+    for _ in range(int(config.epochs)):
+        order = rng.permutation(n)
+        pad = steps_per_epoch * bs - n
+        idx = np.concatenate([order, order[:pad]]) if pad else order
+        mask_all = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
+        losses = []
+        for b in range(steps_per_epoch):
+            sl = idx[b * bs:(b + 1) * bs]
+            batch = Batch(x=(x_num[sl], x_cat[sl]), y=y_int[sl], mask=mask_all[b * bs:(b + 1) * bs])
+            state, info = step(state, batch, jax.random.fold_in(key, steps))
+            losses.append(info.loss)
+            steps += 1
+        last = float(np.mean(jax.device_get(losses)))
+        if not np.isfinite(last):
+            diverged = True
+            break
+    return AdsTrainResult(params=state.params, final_loss=last, steps=steps,
+                          train_seconds=time.perf_counter() - t0, diverged=diverged)
+
+
+def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray,
+                     config: AdsTrainConfig, clip_norm: float, noise_multiplier: float, seed: int,
+                     denoiser=None, alt_batch_users: int = 0, sampling: str = "poisson") -> AdsTrainResult:
+    """DP-SGD (or LabelDP-Pro with ``denoiser``) with per-user gradients.
+
+    Args:
+      model: the network.
+      x_num: ``(U, k, d_num)``; x_cat: ``(U, k, d_cat)``; y: ``(U, k)``: every user's k examples
+        (:func:`labeldp.data.criteo_attribution.cap_examples_per_user` makes them).
+      config: ``batch_size`` is the EXPECTED number of users per step (Poisson rate n1 / U);
+        steps = floor(epochs U / n1) (:func:`labeldp.dpsgd.num_steps`, as the accountant assumes).
+      clip_norm: C. noise_multiplier: sigma, calibrated by the caller's accountant for exactly
+        this sampling rate and step count.
+      seed: initialisation, batch sampling and noise seed.
+      denoiser: a :class:`labeldp.denoisers.Denoiser` (None: NoOp, i.e. DP-SGD).
+      alt_batch_users: users in LabelDP-Pro's alternative batch (AltConv); 0 for none.
+      sampling: ``"poisson"`` (what the accountant assumes).
+
+    Returns:
+      An :class:`AdsTrainResult` with the mean clipped fraction in ``details``.
+    """
+    users, k = int(y.shape[0]), int(y.shape[1])
+    n1 = int(config.batch_size)
+    if n1 > users:
+        raise ValueError(f"batch_size {n1} (users per step) exceeds the {users} training users; lower it in the grid")
+    steps_total = num_steps(n=users, expected_batch_size=n1, epochs=int(config.epochs))
+    dp_config = DPSGDConfig(clip_norm=float(clip_norm), noise_multiplier=float(noise_multiplier),
+                            expected_batch_size=n1, sampling=sampling, unit="user")
+    logits = two_class_logits(model)
+    step = make_dpsgd_step(optimizer=optax.rmsprop(config.learning_rate), config=dp_config, logits_fn=logits,
+                           projection_logits_fn=None if denoiser is None else (lambda p, x: logits(p, x)),
+                           denoiser=denoiser)
+    state = step.init(init_params(model, x_num[:, 0], x_cat[:, 0], seed=seed))
+    key = jax.random.PRNGKey(seed)
+    alt_rng = np.random.default_rng([seed, 2])
+    y_int = np.asarray(y, dtype=np.int32)
+    t0 = time.perf_counter()
+    losses, clipped, steps, diverged = [], [], 0, False
+    for idx, mask in poisson_batches(users, sampling_rate=n1 / users, rng=np.random.default_rng([seed, 1]),
+                                     pad_to=step.pad_to, num_batches=steps_total):
+        x_alt = None
+        if alt_batch_users:
+            alt = sample_alt_batch(users, size=alt_batch_users, rng=alt_rng)
+            x_alt = (x_num[alt].reshape(-1, x_num.shape[-1]), x_cat[alt].reshape(-1, x_cat.shape[-1]))
+        batch = Batch(x=(x_num[idx], x_cat[idx]), y=y_int[idx], mask=mask, x_alt=x_alt)
+        state, info = step(state, batch, jax.random.fold_in(key, steps))
+        losses.append(info.loss)
+        clipped.append(info.clipped_fraction)
+        steps += 1
+        if steps % 50 == 0 and not np.isfinite(float(info.loss)):
+            diverged = True
+            break
+    last = float(np.mean(jax.device_get(losses[-max(1, len(losses) // 10):]))) if losses else float("nan")
+    diverged = diverged or not np.isfinite(last)
+    return AdsTrainResult(params=state.params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0,
+                          diverged=diverged,
+                          details={"mean_clipped_fraction": float(np.mean(jax.device_get(clipped))) if clipped else None,
+                                   "examples_per_user": k, "users": users})
+
+
+def predict_proba(model: AdsMLP, params, x_num: np.ndarray, x_cat: np.ndarray, *, batch_size: int = 16384) -> np.ndarray:
+    """P(y = 1 | x) for every row, in batches."""
+    fn = jax.jit(lambda p, xn, xc: jax.nn.sigmoid(model.apply(p, (xn, xc))))
+    out = [np.asarray(fn(params, x_num[i:i + batch_size], x_cat[i:i + batch_size]))
+           for i in range(0, len(x_num), batch_size)]
+    return np.concatenate(out) if out else np.zeros(0)
