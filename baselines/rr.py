@@ -19,7 +19,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "rr"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image",)
+DATASET_KINDS = ("image", "tabular")  # tabular: binary ads data with users (labeldp.ads, 000 Table 7)
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 
@@ -57,6 +57,10 @@ def run(data, spec: RunSpec) -> MethodResult:
     from baselines import common
     from labeldp.methods.common import build_model_for, train_and_evaluate
 
+    if getattr(data, "kind", "image") == "tabular":  # user-level RR at eps / k per label
+        from labeldp.ads.pipeline import run_ads_method
+
+        return run_ads_method(data, spec, method=NAME)
     eps = common.require_private(spec, NAME)
     common.check_options(spec, (), NAME)
     rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)

@@ -20,8 +20,8 @@ from labeldp.methods.base import RunSpec
 
 # Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
 PREPARABLE_KINDS = ("image", "tabular")
-# Tabular datasets without a preparation module yet (Criteo Attribution: a later issue).
-_NOT_PREPARABLE = {"criteo_attribution": "preparation of criteo_attribution is not implemented yet"}
+# Datasets without a preparation module yet (name -> why), whose cells say "not run".
+_NOT_PREPARABLE: dict[str, str] = {}
 
 DATASET_KINDS = {
     "mnist": "image",
@@ -29,6 +29,7 @@ DATASET_KINDS = {
     "kmnist": "image",
     "cifar10": "image",
     "criteo_attribution": "tabular",
+    "criteo_pctr": "tabular",
     "criteo_search": "tabular",
     "census1940": "tabular",
     "rand_hie": "tabular",

@@ -531,7 +531,9 @@ def make_standin_raw_files(
         raise ValueError("n_train and n_test must be >= 1")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tabular_writers = {"criteo_search_targz": "criteo_search", "ipums_extract": "census1940"}
+    tabular_writers = {"criteo_search_targz": "criteo_search", "ipums_extract": "census1940",
+                       "criteo_attribution_zip": "criteo_attribution",
+                       "criteo_dac_targz": "criteo_pctr"}
     filenames = spec.filenames
     if spec.raw_format == "ipums_extract":
         from .registry import CENSUS1940_DEFAULT_FILENAME

@@ -304,6 +304,7 @@ _CRITEO_ATTRIBUTION = DatasetSpec(
         "of Bidding in Display Advertising. AdKDD & TargetAd workshop, KDD."
     ),
     label="last_touch_attribution_conversion",
+    standin_allowed=True,
     notes=(
         "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
         "and can be pinned in config. The zip holds criteo_attribution_dataset.tsv.gz. "
@@ -339,6 +340,35 @@ _CRITEO_SEARCH = DatasetSpec(
     notes=(
         "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
         "and can be pinned in config. The archive holds the tab-separated file CriteoSearchData."
+    ),
+)
+
+_CRITEO_PCTR = DatasetSpec(
+    name="criteo_pctr",
+    title="Criteo Display Advertising Challenge (Kaggle 2014; 002's Criteo pCTR data)",
+    files=(
+        RemoteFile(
+            filename="criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz",
+            url="https://go.criteo.net/criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz",
+        ),
+    ),
+    kind="tabular",
+    raw_format="criteo_dac_targz",
+    num_classes=2,
+    input_shape=None,
+    homepage="https://ailab.criteo.com/ressources/",
+    license="Criteo terms for research use (see the archive's readme.txt and the Criteo AI Lab page)",
+    citation=(
+        "Jean-Baptiste Tien, Olivier Chapelle, joycenv (2014). Display Advertising Challenge. Kaggle. "
+        "https://kaggle.com/competitions/criteo-display-ad-challenge"
+    ),
+    label="click",
+    standin_allowed=True,
+    notes=(
+        "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
+        "and can be pinned in config. The archive (~4.3 GB) holds train.txt (45,840,617 labelled lines), "
+        "test.txt (unlabelled, unused) and readme.txt; older copies are named dac.tar.gz (same archive: "
+        "rename it). Preparation streams the archive; the full file needs ~9 GB of memory."
     ),
 )
 
@@ -452,6 +482,7 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
             _CIFAR10,
             _CRITEO_ATTRIBUTION,
             _CRITEO_SEARCH,
+            _CRITEO_PCTR,
             _CENSUS1940,
             _RAND_HIE,
         )

@@ -117,6 +117,8 @@ class PrivacyOutcome:
         (one example's label changes: label DP, 000 Definition 2) or ``add_or_remove``.
       epsilon_by_relation: the run's epsilon under every relation it has a guarantee for
         (DP-SGD family: both; a label randomizer: ``label_substitution`` only).
+      privacy_unit: whose labels the relation changes: ``"example"`` (one example's label, 000
+        Definition 2) or ``"user"`` (all labels of one user together, 000 Section 6 / Table 7).
     """
 
     epsilon: float
@@ -127,12 +129,15 @@ class PrivacyOutcome:
     accounting: Mapping[str, Any] | None = None
     neighboring_relation: str | None = None
     epsilon_by_relation: Mapping[str, float] | None = None
+    privacy_unit: str = "example"
 
     def to_dict(self, *, target_epsilon: float) -> dict[str, Any]:
         enc = lambda e: "inf" if math.isinf(e) else float(e)  # noqa: E731
         if self.neighboring_relation is None:
             raise ValueError(f"privacy outcome of {self.mechanism!r} states no neighbouring relation: a method must "
                              "say which relation its epsilon is for (label_substitution or add_or_remove)")
+        if self.privacy_unit not in ("example", "user"):
+            raise ValueError(f"privacy_unit must be 'example' or 'user', got {self.privacy_unit!r}")
         if self.accounting is not None and self.epsilon_by_relation is None:
             raise ValueError(f"privacy outcome of {self.mechanism!r} has an accountant's record but no "
                              "epsilon_by_relation: store the accountant's epsilon under every relation")
@@ -145,6 +150,7 @@ class PrivacyOutcome:
             "mechanism": self.mechanism,
             "accounting": dict(self.accounting) if self.accounting is not None else None,
             "neighboring_relation": self.neighboring_relation,
+            "privacy_unit": self.privacy_unit,
             "epsilon_by_relation": ({k: enc(float(v)) for k, v in self.epsilon_by_relation.items()}
                                     if self.epsilon_by_relation is not None
                                     else {self.neighboring_relation: enc(self.epsilon)}),

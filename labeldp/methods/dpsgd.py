@@ -11,7 +11,7 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 
 NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
-DATASET_KINDS = ("image",)
+DATASET_KINDS = ("image", "tabular")  # tabular: binary ads data, per-user gradients (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 OPTIONS = ("amplification",)
 
@@ -21,5 +21,9 @@ def run(data, spec: RunSpec) -> MethodResult:
     from labeldp.denoisers import noop
     from labeldp.methods.private_training import train_private
 
+    if getattr(data, "kind", "image") == "tabular":  # 000 Table 7: per-user DP-SGD
+        from labeldp.ads.pipeline import run_ads_method
+
+        return run_ads_method(data, spec, method=NAME)
     check_options(spec, OPTIONS, NAME)
     return train_private(data, spec, denoiser=noop(), desc=f"dpsgd eps={spec.epsilon}")

@@ -29,6 +29,10 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     if spec.private:
         raise ValueError(f"nonprivate runs take epsilon=inf, got {spec.epsilon}")
+    if getattr(data, "task", None) == "binary_classification":  # ads data (000 Table 7): labeldp.ads
+        from labeldp.ads.pipeline import run_ads_method
+
+        return run_ads_method(data, spec, method=NAME)
     if getattr(data, "kind", "image") == "tabular":  # 003's regression: the MLP on the true labels
         from labeldp.regression.pipeline import Randomized, run_label_randomizer
 

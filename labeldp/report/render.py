@@ -146,6 +146,12 @@ def header_lines(res: TableResult) -> list[str]:
     ]
     if options:
         lines.append(f"- method options of the runs: {'; '.join(options)}")
+    units = sorted({(r.get("privacy") or {}).get("privacy_unit", "example") for r in recs})
+    if "user" in units:
+        lines.append("- privacy unit: **user** (every label of one user changes together, 000 Section 6): RR spends "
+                     "eps / k on each of a user's k labels (group privacy); DP-SGD clips each user's summed gradient "
+                     "as one unit and samples users; eps and both relations above are at the user level"
+                     + ("" if units == ["user"] else f" (records of units {units} are mixed in this table)"))
     if any(r["dataset"]["source"] != "official" for r in recs):
         lines.append("- **WARNING: some runs use SYNTHETIC stand-in data (smoke profile); their numbers are "
                      "not comparable to the paper.**")

@@ -76,6 +76,7 @@ def test_verify_file(tmp_path):
 def test_registry_entries_are_consistent():
     assert set(DATASETS) == {
         "mnist", "fashion_mnist", "kmnist", "cifar10", "criteo_attribution", "criteo_search", "census1940", "rand_hie",
+        "criteo_pctr",
     }
     for name, spec in DATASETS.items():
         assert spec.name == name

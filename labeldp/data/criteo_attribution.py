@@ -1,0 +1,565 @@
+"""Criteo Attribution Modeling for Bidding (000 Section 6 / Appendix D.3, Table 7; 002 Section 5):
+raw zip -> tabular ``.npz`` with users, plus the per-user example cap applied at training time.
+
+Raw format (official README, https://ailab.criteo.com/criteo-attribution-modeling-bidding-dataset/,
+also on Hugging Face as ``criteo/criteo-attribution-dataset``): ``criteo-research-attribution-dataset.zip``
+holds ``criteo_attribution_dataset.tsv.gz`` (any member with that base name is read; the bare
+``.tsv.gz`` placed in the raw directory, as Hugging Face serves it, is read too). About 16.5 million
+lines, one impression (a displayed banner) each, sorted by timestamp, tab separated, WITH a header
+line naming the 22 columns::
+
+    timestamp, uid, campaign, conversion, conversion_timestamp, conversion_id, attribution, click,
+    click_pos, click_nb, cost, cpo, time_since_last_click, cat1 .. cat9
+
+``uid`` identifies the user, ``campaign`` the campaign; ``conversion`` is 1 if a conversion followed
+within 30 days (whether or not this impression was the last click); ``click`` is 1 if the impression
+was clicked; ``click_pos`` is the position of the click before a conversion (0 = first click) and
+``click_nb`` the number of clicks before it (-1 where undefined); ``cost`` is the (transformed) price
+paid for the display; ``cat1..cat9`` are undisclosed contextual categorical features. Identifiers and
+categories are integers. The papers add no column to this list and contradict none of it.
+
+Preparation (000 Section 6 and Appendix D.3; fixed constants, not computed from the labels):
+
+* keep clicked impressions only (``click == 1``; 000 D.3 "we firstly collect a subset of data where
+  the impression has been clicked");
+* label ``last_touch_attribution_conversion`` = ``conversion == 1 AND click_pos == click_nb - 1``
+  (000 D.3: "the Boolean AND of the original conversion label and (click_pos == click_nb-1)"), 0/1,
+  task ``binary_classification`` (label range [0, 1], integer);
+* features (000 D.3: "ten categorical features and one numerical feature"): ``campaign`` and
+  ``cat1..cat9`` categorical, vocabularies from the training split only (sorted integer values;
+  index 0 = missing (empty cell) or not seen in training); ``cost`` numerical, standardised with the
+  training split's mean and standard deviation, NOT log-transformed: 000 describes no transform, and
+  002's log transform (its Appendix A) is for the integer count features of Criteo pCTR, not for
+  Attribution's float ``cost`` (an empty cost becomes the training mean, counted). Left out: the
+  label's ingredients and other outcomes (``conversion*``, ``attribution``, ``click*``, ``cpo``),
+  ``timestamp`` / ``time_since_last_click`` (000 does not use them) and ``uid`` (the protected person);
+* users (``split="users"``, 000 Section 6): among the users with at least one clicked impression,
+  ``n_train_users`` (200,000) training users and a DISJOINT ``n_test_users`` (50,000) test users are
+  drawn at random with seed 0 (000 does not say whether it drew users before or after the click
+  filter; drawing among users with a clicked impression makes every drawn user contribute); every
+  clicked impression of a drawn user is kept, in file order. ``user_train`` / ``user_test`` number
+  the users of each split 0..U-1 (ascending raw uid). Fewer eligible users than asked is an error.
+* the per-user cap k (000: k in {2, 5, 10}) is NOT applied here: :func:`cap_examples_per_user` draws
+  it at training time (so k is a hyper-parameter, not a preparation).
+* ``split="random_80_20"`` (002 Section 5: "randomly partition the dataset into 80%/20% train/test"):
+  every clicked impression of every user, a random 80/20 row split with seed 0 (a user may then have
+  rows in both splits); users are numbered per split as above. 002 does not restate the click filter
+  or the label; this preparation uses 000's definition for both.
+* ``subset=n``: ``split="users"``: n training users and n test users ("n of each split"; explicit
+  ``n_train_users`` / ``n_test_users`` cannot be combined with it); ``split="random_80_20"``: the first
+  n clicked impressions of the file (time order), before splitting.
+* metadata: ``sensitive_features = ["cat1", "cat2"]`` (002 Section 5's arbitrary choice for
+  Attribution), ``user_level = true``.
+
+With neither ``subset`` nor explicit user counts, a SYNTHETIC stand-in directory uses the user
+counts its marker records (the stand-in has a few hundred users, not 250,000).
+
+Streaming: the zip member is read through ``zipfile`` + ``gzip`` + pandas chunks of the needed columns
+only. ``split="users"`` reads the file twice: first ``uid`` and ``click`` (to find the eligible users),
+then the features of the drawn users' clicked rows, so memory grows with the ~250,000 users' rows, not
+with the 16.5 million lines. ``split="random_80_20"`` keeps every clicked impression (int64 categories).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import zipfile
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+
+from .fetch import file_digests
+from .rawformats import is_standin_dir, read_standin_marker
+from .tabular import TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular
+
+__all__ = ["ARCHIVE", "MEMBER", "COLUMNS", "LABEL", "CATEGORICAL_FEATURES", "NUMERICAL_FEATURES",
+           "SENSITIVE_FEATURES", "N_TRAIN_USERS", "N_TEST_USERS", "SPLITS", "prepare_dataset",
+           "cap_examples_per_user", "write_standin"]
+
+ARCHIVE = "criteo-research-attribution-dataset.zip"
+MEMBER = "criteo_attribution_dataset.tsv.gz"
+COLUMNS = ("timestamp", "uid", "campaign", "conversion", "conversion_timestamp", "conversion_id", "attribution",
+           "click", "click_pos", "click_nb", "cost", "cpo", "time_since_last_click",
+           *(f"cat{i}" for i in range(1, 10)))
+LABEL = "last_touch_attribution_conversion"
+USER = "uid"
+CATEGORICAL_FEATURES = ("campaign", *(f"cat{i}" for i in range(1, 10)))
+NUMERICAL_FEATURES = ("cost",)
+LABEL_COLUMNS = ("conversion", "click", "click_pos", "click_nb")
+SENSITIVE_FEATURES = ("cat1", "cat2")
+N_TRAIN_USERS = 200_000
+N_TEST_USERS = 50_000
+SPLITS = ("users", "random_80_20")
+SOURCES = ("official", "synthetic_standin")
+SEED = 0
+CHUNK_ROWS = 500_000
+_MISSING = np.iinfo(np.int64).min  # an empty categorical cell (index 0 after encoding)
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def _raw_path(raw_dir: Path) -> Path:
+    """The zip (directly, or listed in ``MANIFEST.json``), else a bare ``.tsv.gz`` in ``raw_dir``."""
+    direct = raw_dir / ARCHIVE
+    if direct.is_file():
+        return direct
+    manifest = raw_dir / "MANIFEST.json"
+    if manifest.is_file():
+        for entry in json.loads(manifest.read_text()).get("files", []):
+            p = Path(entry.get("path", ""))
+            if p.name in (ARCHIVE, MEMBER) and p.is_file():
+                return p
+    if (raw_dir / MEMBER).is_file():
+        return raw_dir / MEMBER
+    raise TabularDataError(f"criteo_attribution: {direct} not found; fetch it first (snakemake "
+                           "fetch_criteo_attribution, or python -m labeldp.data.fetch criteo_attribution "
+                           f"--data-dir <data_dir>/raw), or place the zip (or its {MEMBER}) in {raw_dir}")
+
+
+class _Stream:
+    """The decompressed TSV of the zip member (or of the bare ``.tsv.gz``), as a binary stream."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._zip = None
+        self.name = path.name
+
+    def __enter__(self):
+        try:
+            if self.path.name.endswith(".gz"):
+                raw = open(self.path, "rb")
+            else:
+                self._zip = zipfile.ZipFile(self.path)
+                member = next((m for m in self._zip.infolist()
+                               if not m.is_dir() and Path(m.filename).name == MEMBER), None)
+                if member is None:
+                    names = [m.filename for m in self._zip.infolist()][:10]
+                    raise TabularDataError(f"criteo_attribution: {self.path} has no member {MEMBER} (members: "
+                                           f"{names}); expected the official archive")
+                self.name = member.filename
+                raw = self._zip.open(member)
+        except TabularDataError:
+            self.close()
+            raise
+        except (zipfile.BadZipFile, OSError) as exc:
+            self.close()
+            kind = "gzip file" if self.path.name.endswith(".gz") else "zip archive"
+            raise TabularDataError(f"criteo_attribution: {self.path} is not a readable {kind} ({exc}); "
+                                   "fetch it again") from exc
+        self._raw = raw
+        self.fh = gzip.GzipFile(fileobj=raw, mode="rb")
+        return self
+
+    def close(self):
+        for obj in (getattr(self, "fh", None), getattr(self, "_raw", None), self._zip):
+            if obj is not None:
+                obj.close()
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _read_header(path: Path) -> tuple[list[str], str]:
+    with _Stream(path) as s:
+        try:
+            first = s.fh.readline(1 << 16)
+        except (OSError, EOFError) as exc:
+            raise TabularDataError(f"criteo_attribution: {s.name} in {path} is not gzip-compressed ({exc})") from exc
+        name = s.name
+    header = [c.strip() for c in first.decode("utf-8", "replace").rstrip("\r\n").split("\t")]
+    if not first.strip():
+        raise TabularDataError(f"criteo_attribution: {name} in {path} is empty")
+    needed = [USER, *LABEL_COLUMNS, *CATEGORICAL_FEATURES, *NUMERICAL_FEATURES]
+    missing = [c for c in needed if c not in header]
+    if missing:
+        hint = (" (the first line looks like data: the official file starts with a header line)"
+                if all(_is_number(c) for c in header if c) else "")
+        raise TabularDataError(f"criteo_attribution: the header of {name} in {path} lacks the columns {missing}"
+                               f"{hint}; expected the official tab-separated header {', '.join(COLUMNS)}. "
+                               "Fetch the official file again")
+    return header, name
+
+
+def _chunks(path: Path, header: list[str], usecols: list[str]):
+    """pandas chunks of ``usecols`` (integers; ``cost`` float; categories nullable)."""
+    import pandas as pd
+
+    dtype = {c: ("Int64" if c in CATEGORICAL_FEATURES else "float64" if c in NUMERICAL_FEATURES else "int64")
+             for c in usecols}
+    with _Stream(path) as s:
+        s.fh.readline(1 << 16)  # the header, already checked
+        reader = pd.read_csv(s.fh, sep="\t", header=None, names=header, usecols=usecols, dtype=dtype,
+                             keep_default_na=False, na_values={c: [""] for c in usecols
+                                                               if c in CATEGORICAL_FEATURES + NUMERICAL_FEATURES},
+                             chunksize=CHUNK_ROWS)
+        try:
+            yield from reader
+        except (ValueError, TypeError, OverflowError, pd.errors.ParserError) as exc:
+            raise TabularDataError(f"criteo_attribution: cannot parse {s.name} in {path} as the official "
+                                   f"tab-separated file (integer ids, categories and 0/1 flags, float cost; no "
+                                   f"empty {USER} / {', '.join(LABEL_COLUMNS)}): {exc}") from exc
+
+
+def _eligible_users(path: Path, header: list[str], counts: dict) -> np.ndarray:
+    """Sorted unique uids with at least one clicked impression (first pass: uid and click only)."""
+    parts = []
+    with closing(_chunks(path, header, [USER, "click"])) as chunks:
+        for chunk in chunks:
+            click = chunk["click"].to_numpy()
+            counts["rows_read"] += len(click)
+            counts["rows_clicked"] += int((click == 1).sum())
+            parts.append(np.unique(chunk[USER].to_numpy()[click == 1]))
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+
+
+def _read_rows(path: Path, header: list[str], users: np.ndarray | None, max_rows: int | None, counts: dict):
+    """Clicked rows (of ``users`` if given; the first ``max_rows`` if given): uid, label, categories, cost."""
+    usecols = [USER, *LABEL_COLUMNS, *CATEGORICAL_FEATURES, *NUMERICAL_FEATURES]
+    uids, ys, cats, nums = [], [], [], []
+    kept = 0
+    count_rows = users is None  # the users split counted rows in its first pass
+    with closing(_chunks(path, header, usecols)) as chunks:
+        for chunk in chunks:
+            click = chunk["click"].to_numpy()
+            keep = click == 1
+            if users is not None:
+                keep &= np.isin(chunk[USER].to_numpy(), users, assume_unique=False)
+            if max_rows is not None and kept + int(keep.sum()) >= max_rows:
+                cut = int(np.searchsorted(np.cumsum(keep), max_rows - kept)) + 1
+                chunk, click, keep = chunk.iloc[:cut], click[:cut], keep[:cut]
+            if count_rows:
+                counts["rows_read"] += len(click)
+                counts["rows_clicked"] += int((click == 1).sum())
+            part = chunk[keep]
+            conversion, pos, nb = (part[c].to_numpy() for c in ("conversion", "click_pos", "click_nb"))
+            ys.append(((conversion == 1) & (pos == nb - 1)).astype(np.int8))
+            counts["kept_rows_conversion"] += int((conversion == 1).sum())
+            counts["kept_rows_conversion_click_nb_below_1"] += int(((conversion == 1) & (nb < 1)).sum())
+            uids.append(part[USER].to_numpy(np.int64))
+            cats.append(np.stack([part[c].to_numpy(np.int64, na_value=_MISSING) for c in CATEGORICAL_FEATURES], axis=1))
+            nums.append(part[list(NUMERICAL_FEATURES)].to_numpy(np.float64))
+            kept += len(part)
+            if max_rows is not None and kept >= max_rows:
+                break
+    if not ys:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros((0, len(CATEGORICAL_FEATURES)), np.int64),
+                np.zeros((0, len(NUMERICAL_FEATURES))))
+    return np.concatenate(uids), np.concatenate(ys), np.concatenate(cats), np.concatenate(nums)
+
+
+# ------------------------------------------------------------------------------ preparation
+
+
+def _user_counts(raw_dir: Path, path: Path, subset, n_train_users, n_test_users) -> tuple[int, int, str]:
+    if subset is not None:
+        if n_train_users is not None or n_test_users is not None:
+            raise TabularDataError("criteo_attribution: give either subset (n users in each split) or "
+                                   "n_train_users / n_test_users, not both")
+        return int(subset), int(subset), "subset"
+    if (n_train_users is None) != (n_test_users is None):
+        raise TabularDataError(f"criteo_attribution: give both n_train_users and n_test_users (got "
+                               f"{n_train_users} and {n_test_users}), or neither for the paper's "
+                               f"{N_TRAIN_USERS} / {N_TEST_USERS}")
+    if n_train_users is not None:
+        return int(n_train_users), int(n_test_users), "arguments"
+    for d in (raw_dir, path.parent):
+        if is_standin_dir(d):
+            marker = read_standin_marker(d)
+            if "n_train_users" in marker and "n_test_users" in marker:
+                return int(marker["n_train_users"]), int(marker["n_test_users"]), "standin_marker"
+    return N_TRAIN_USERS, N_TEST_USERS, "paper (000 Section 6)"
+
+
+def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None,
+                    source: str, n_train_users: int | None = None, n_test_users: int | None = None,
+                    split: str = "users") -> Path:
+    """Raw Criteo Attribution zip -> prepared tabular ``.npz`` with users (layout: :mod:`labeldp.data.tabular`).
+
+    Args:
+      raw_dir: directory holding ``criteo-research-attribution-dataset.zip`` (directly or listed in its
+        ``MANIFEST.json``), or the bare ``criteo_attribution_dataset.tsv.gz``.
+      out_path: the ``.npz`` to write (atomically; absent after any failure).
+      subset: ``split="users"``: n training and n test users; ``split="random_80_20"``: the first n
+        clicked impressions (None: the full preparation).
+      source: ``"official"`` or ``"synthetic_standin"``; a raw directory with the ``STANDIN_SYNTHETIC``
+        marker is always ``"synthetic_standin"``.
+      n_train_users, n_test_users: users drawn for each split (``split="users"`` only; both or neither).
+        None: 200,000 / 50,000 (000 Section 6), or, for a stand-in directory, the counts its marker records.
+      split: ``"users"`` (000: disjoint random users, the default) or ``"random_80_20"`` (002: random
+        80/20 split of the clicked impressions).
+
+    Returns:
+      ``out_path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+      TabularDataError: archive missing or malformed, a needed column missing from the header, values
+        that do not parse, no clicked impression, fewer eligible users than asked, bad arguments.
+    """
+    if source not in SOURCES:
+        raise TabularDataError(f"criteo_attribution: source must be one of {SOURCES}, got {source!r}")
+    if split not in SPLITS:
+        raise TabularDataError(f"criteo_attribution: split must be one of {SPLITS}, got {split!r}")
+    if subset is not None and int(subset) < (1 if split == "users" else 2):
+        raise TabularDataError(f"criteo_attribution: subset must be >= {1 if split == 'users' else 2} "
+                               f"({'users per split' if split == 'users' else 'rows (train and test)'}), got {subset}")
+    if split != "users" and (n_train_users is not None or n_test_users is not None):
+        raise TabularDataError("criteo_attribution: n_train_users / n_test_users apply to split='users' only; "
+                               f"split={split!r} splits the rows 80/20")
+    raw_dir = Path(raw_dir)
+    path = _raw_path(raw_dir)
+    if is_standin_dir(raw_dir) or is_standin_dir(path.parent):
+        source = "synthetic_standin"
+    header, member = _read_header(path)
+    counts = {"rows_read": 0, "rows_clicked": 0, "kept_rows_conversion": 0,
+              "kept_rows_conversion_click_nb_below_1": 0}
+    if split == "users":
+        n_tr, n_te, counts_from = _user_counts(raw_dir, path, subset, n_train_users, n_test_users)
+        if n_tr < 1 or n_te < 1:
+            raise TabularDataError(f"criteo_attribution: n_train_users and n_test_users must be >= 1, got "
+                                   f"{n_tr} and {n_te}")
+        eligible = _eligible_users(path, header, counts)
+        counts["users_with_a_click"] = int(eligible.size)
+        if eligible.size == 0:
+            raise TabularDataError(f"criteo_attribution: no row of {member} in {path} has click == 1 "
+                                   f"({counts}); nothing to learn from")
+        if n_tr + n_te > eligible.size:
+            raise TabularDataError(f"criteo_attribution: {n_tr} training + {n_te} test users requested "
+                                   f"({n_tr + n_te}), but only {eligible.size} users of {path.name} have a clicked "
+                                   "impression; pass smaller n_train_users / n_test_users (or subset)")
+        drawn = np.random.default_rng(SEED).permutation(eligible.size)
+        train_users, test_users = np.sort(eligible[drawn[:n_tr]]), np.sort(eligible[drawn[n_tr:n_tr + n_te]])
+        uid, y, cat, num = _read_rows(path, header, np.concatenate([train_users, test_users]), None, counts)
+        train = np.flatnonzero(np.isin(uid, train_users))
+        test = np.flatnonzero(np.isin(uid, test_users))
+        split_meta = {"kind": "users", "seed": SEED, "n_train_users": n_tr, "n_test_users": n_te,
+                      "user_counts_from": counts_from, "drawn_from": "users with at least one clicked impression"}
+    else:
+        uid, y, cat, num = _read_rows(path, header, None, None if subset is None else int(subset), counts)
+        if len(y) == 0:
+            raise TabularDataError(f"criteo_attribution: no row of {member} in {path} has click == 1 "
+                                   f"({counts}); nothing to learn from")
+        train, test = random_split(len(y), test_fraction=0.2, seed=SEED)
+        split_meta = {"kind": "random", "test_fraction": 0.2, "seed": SEED}
+    _, user_train = np.unique(uid[train], return_inverse=True)
+    _, user_test = np.unique(uid[test], return_inverse=True)
+    split_meta.update(n_train=int(train.size), n_test=int(test.size),
+                      n_train_users_kept=int(user_train.max(initial=-1)) + 1,
+                      n_test_users_kept=int(user_test.max(initial=-1)) + 1)
+    missing_cost = ~np.isfinite(num)
+    counts["cost_missing_filled_with_train_mean"] = int(missing_cost.sum())
+    train_num = num[train]
+    mean = np.array([np.nanmean(train_num[:, j]) if np.isfinite(train_num[:, j]).any() else 0.0
+                     for j in range(num.shape[1])])
+    num = np.where(missing_cost, mean[None, :], num)
+    std = num[train].std(axis=0)
+    std = np.where(std > 0, std, 1.0)
+    stats = {"mean": mean.tolist(), "std": std.tolist(), "log_transform": False}
+    vocabs = [build_vocab(cat[train, j], missing=_MISSING) for j in range(cat.shape[1])]
+    c_train = np.empty((train.size, cat.shape[1]), np.int32)
+    c_test = np.empty((test.size, cat.shape[1]), np.int32)
+    for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
+        c_train[:, j] = encode_numeric_categories(cat[train, j], vocab)
+        c_test[:, j] = encode_numeric_categories(cat[test, j], vocab)
+    counts.update(rows_kept=int(y.size), label_positive_train=int(y[train].sum()),
+                  label_positive_test=int(y[test].sum()),
+                  categorical_missing={c: int((cat[:, j] == _MISSING).sum())
+                                       for j, c in enumerate(CATEGORICAL_FEATURES)})
+    metadata = {
+        "dataset": "criteo_attribution", "source": source, "subset": subset, "task": "binary_classification",
+        "label": LABEL, "label_lower": 0, "label_upper": 1, "label_integer": True,
+        "numerical_features": list(NUMERICAL_FEATURES), "categorical_features": list(CATEGORICAL_FEATURES),
+        "sensitive_features": list(SENSITIVE_FEATURES), "user_level": True, "user_column": USER,
+        "cat_vocab_sizes": [len(v) + 1 for v in vocabs], "numerical_standardisation": stats,
+        "split": split_meta,
+        "preprocessing": {**counts, "keep": "click == 1",
+                          "label_rule": "conversion == 1 and click_pos == click_nb - 1 (000 Appendix D.3)",
+                          "examples_per_user_cap": "not applied; cap_examples_per_user at training time "
+                                                   "(000 Section 6: k in {2, 5, 10})",
+                          "member": member},
+        "raw_files": {path.name: file_digests(path)},
+    }
+    arrays = {"x_num_train": (num[train] - mean) / std, "x_num_test": (num[test] - mean) / std,
+              "x_cat_train": c_train, "x_cat_test": c_test, "y_train": y[train].astype(np.float64),
+              "y_test": y[test].astype(np.float64), "user_train": user_train.astype(np.int64),
+              "user_test": user_test.astype(np.int64)}
+    return save_prepared_tabular(out_path, arrays, metadata)
+
+
+# ------------------------------------------------------------------------------ per-user cap
+
+
+def cap_examples_per_user(user_ids: np.ndarray, *, k: int, seed: int, with_replacement: bool = False) -> np.ndarray:
+    """Row indices giving every user exactly ``k`` examples (000 Section 6, Table 7).
+
+    000: "we cap the maximum number of examples any one user can contribute to be k ... In cases where
+    a user contributes fewer than k examples, we use random re-sampling to augment their contributions
+    to k examples". A user with at least k rows contributes k of them drawn without replacement; a user
+    with fewer keeps all of them plus ``k - n`` re-drawn with replacement from its rows.
+    ``with_replacement=True`` is 002's reading (Appendix A: "we sample examples independently with
+    replacement up to the example cap for each user"): all k drawn with replacement, for every user.
+
+    Args:
+      user_ids: ``(n,)`` integer user of each row (e.g. ``PreparedTabular.user_train``).
+      k: examples per user (>= 1).
+      seed: random seed; the result is a deterministic function of ``(user_ids, k, seed)``.
+      with_replacement: draw every user's k rows with replacement (002) instead of 000's rule.
+
+    Returns:
+      int64 indices into ``user_ids``, ``k * n_users`` of them: users in ascending order of their id,
+      each user's k rows contiguous, so ``idx.reshape(-1, k)`` is the ``(U, k)`` layout that
+      :func:`labeldp.ads.train.train_user_level` takes.
+
+    Raises:
+      ValueError: ``k < 1`` or ``user_ids`` not one-dimensional.
+    """
+    if isinstance(k, bool) or int(k) != k or k < 1:
+        raise ValueError(f"cap_examples_per_user: k must be an integer >= 1 (examples per user), got k={k!r}")
+    k = int(k)
+    user_ids = np.asarray(user_ids)
+    if user_ids.ndim != 1:
+        raise ValueError(f"cap_examples_per_user: user_ids must be one-dimensional, got shape {user_ids.shape}")
+    if user_ids.size == 0:
+        return np.zeros(0, np.int64)
+    _, inverse, sizes = np.unique(user_ids, return_inverse=True, return_counts=True)
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.random(user_ids.size), inverse))  # by user, random within a user
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    user = np.repeat(np.arange(sizes.size), k)
+    slot = np.tile(np.arange(k), sizes.size)
+    redraw = np.floor(rng.random(user.size) * sizes[user]).astype(np.int64)
+    offset = redraw if with_replacement else np.where(slot < sizes[user], slot, redraw)
+    return order[starts[user] + offset].astype(np.int64)
+
+
+# ------------------------------------------------------------------------------ stand-in
+
+_STANDIN_CARDINALITIES = {"cat1": 6, "cat2": 12, "cat3": 8, "cat4": 30, "cat5": 15, "cat6": 40, "cat7": 5,
+                          "cat8": 20, "cat9": 50}
+
+
+def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None,
+                  n_test: int | None = None) -> list[Path]:
+    """Writes a SYNTHETIC ``criteo-research-attribution-dataset.zip`` (tests / CPU smoke only).
+
+    Same member (``criteo_attribution_dataset.tsv.gz``), header and 22 columns as the official file,
+    sorted by timestamp. About 5 impressions per user (skewed), mostly on the user's own campaign; 40%
+    of impressions are clicked. A "journey" is a user's impressions of one campaign: a clicked impression
+    has ``click_nb`` = the journey's clicks and ``click_pos`` its rank (-1 / -1 when not clicked); the
+    journey converts with a probability set by a fixed random table of the last click's campaign, cat1
+    and cat3 (the PLANTED signal: a non-private model reaches a clearly non-trivial AUC), and then every
+    impression of it has ``conversion = 1`` and the same ``conversion_timestamp`` / ``conversion_id``
+    (-1 otherwise); ``attribution`` is 1 for most converting journeys with a click. The
+    ``STANDIN_SYNTHETIC`` marker is written first; it records the user counts a preparation uses by
+    default (80/20 of the users with a click).
+
+    Args:
+      directory: output directory (created).
+      n_rows: number of impression lines (>= 40, so that there are users in both splits).
+      seed: random seed (output is deterministic).
+      n_train, n_test: recorded in the marker (default: an 80/20 split of ``n_rows``).
+
+    Returns:
+      ``[path of the zip]``.
+    """
+    import pandas as pd
+
+    from .rawformats import write_standin_marker
+
+    if n_rows < 40:
+        raise ValueError(f"n_rows must be >= 40 (a few users in each split), got {n_rows}")
+    directory = Path(directory)
+    rng = np.random.default_rng(seed)
+    n_users = max(5, n_rows // 5)
+    weights = rng.gamma(1.5, 1.0, n_users)
+    user = rng.choice(n_users, n_rows, p=weights / weights.sum())
+    timestamp = np.sort(rng.integers(0, 30 * 86400, n_rows))
+    n_campaigns = int(np.clip(n_users // 6, 5, 60))
+    home = rng.integers(0, n_campaigns, n_users)
+    campaign = np.where(rng.random(n_rows) < 0.8, home[user], rng.integers(0, n_campaigns, n_rows))
+    cats = {c: rng.integers(0, k, n_rows) for c, k in _STANDIN_CARDINALITIES.items()}
+    click = (rng.random(n_rows) < 0.4).astype(np.int64)
+    effect_campaign = rng.normal(0.0, 1.0, n_campaigns)
+    k1, k3 = _STANDIN_CARDINALITIES["cat1"], _STANDIN_CARDINALITIES["cat3"]
+    effect_cat1 = np.linspace(-3.0, 3.0, k1)[rng.permutation(k1)]
+    effect_cat3 = np.linspace(-2.0, 2.0, k3)[rng.permutation(k3)]
+
+    journey = user * n_campaigns + campaign
+    keys, journey = np.unique(journey, return_inverse=True)
+    click_pos = np.full(n_rows, -1, np.int64)
+    click_nb = np.full(n_rows, -1, np.int64)
+    converts = np.zeros(keys.size, bool)
+    last_time = np.zeros(keys.size, np.int64)
+    clicked_any = np.zeros(keys.size, bool)
+    by_journey = np.argsort(journey, kind="stable")  # rows are in time order, so each journey's rows are too
+    for j, rows in enumerate(np.split(by_journey, np.cumsum(np.bincount(journey, minlength=keys.size))[:-1])):
+        last_time[j] = timestamp[rows[-1]]
+        clicks = rows[click[rows] == 1]
+        if clicks.size:
+            clicked_any[j] = True
+            click_pos[clicks] = np.arange(clicks.size)
+            click_nb[clicks] = clicks.size
+            last = clicks[-1]
+            score = (-1.0 + effect_campaign[campaign[last]] + effect_cat1[cats["cat1"][last]]
+                     + effect_cat3[cats["cat3"][last]])
+            converts[j] = rng.random() < 1.0 / (1.0 + np.exp(-score))
+        else:
+            converts[j] = rng.random() < 0.03  # a post-view conversion, no click
+    attributed = converts & clicked_any & (rng.random(keys.size) < 0.85)
+    conversion_id = np.where(converts, rng.choice(10**9, keys.size, replace=False), -1)
+    conversion_ts = np.where(converts, last_time + rng.integers(60, 7 * 86400, keys.size), -1)
+    since = np.full(n_rows, -1, np.int64)
+    last_click_of_user: dict[int, int] = {}
+    for i in range(n_rows):
+        u = int(user[i])
+        if u in last_click_of_user:
+            since[i] = timestamp[i] - last_click_of_user[u]
+        if click[i]:
+            last_click_of_user[u] = int(timestamp[i])
+    cost = np.exp(rng.normal(-9.0, 0.8, n_rows)) * (1 + click)
+    cpo = np.where(attributed, np.round(rng.uniform(0.5, 50.0, keys.size), 4), -1.0)
+    uid_values = rng.choice(10**8, n_users, replace=False)
+    campaign_values = rng.choice(10**8, n_campaigns, replace=False)
+    table = {
+        "timestamp": timestamp, "uid": uid_values[user], "campaign": campaign_values[campaign],
+        "conversion": converts[journey].astype(np.int64), "conversion_timestamp": conversion_ts[journey],
+        "conversion_id": conversion_id[journey], "attribution": attributed[journey].astype(np.int64),
+        "click": click, "click_pos": click_pos, "click_nb": click_nb, "cost": cost, "cpo": cpo[journey],
+        "time_since_last_click": since,
+    }
+    for c, k in _STANDIN_CARDINALITIES.items():
+        table[c] = rng.choice(3 * 10**7, k, replace=False)[cats[c]]
+    frame = pd.DataFrame(table, columns=list(COLUMNS))
+
+    clicked_users = int(np.unique(user[click == 1]).size)
+    if clicked_users < 2:  # pragma: no cover - needs a degenerate seed with n_rows >= 40
+        raise ValueError(f"stand-in: only {clicked_users} users have a click; use more rows")
+    n_train_users = max(1, int(0.8 * clicked_users))
+    n_test_rows = n_test if n_test is not None else max(1, round(0.2 * n_rows))
+    write_standin_marker(directory, dataset="criteo_attribution", seed=seed,
+                         n_train=n_train if n_train is not None else n_rows - n_test_rows, n_test=n_test_rows,
+                         n_rows=n_rows, n_train_users=n_train_users, n_test_users=clicked_users - n_train_users)
+    text = frame.to_csv(sep="\t", index=False, float_format="%.8g", lineterminator="\n")
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:
+        gz.write(text.encode())
+    path = directory / ARCHIVE
+    tmp = path.with_name(path.name + ".part")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED) as zf:
+        info = zipfile.ZipInfo(MEMBER, date_time=(2017, 7, 1, 0, 0, 0))
+        info.external_attr = 0o644 << 16
+        zf.writestr(info, buf.getvalue())
+    os.replace(tmp, path)
+    return [path]

@@ -1,0 +1,83 @@
+"""One Table 7 run end to end on a tiny SYNTHETIC Criteo Attribution stand-in: what each method
+states about its user-level privacy is what ran."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from labeldp.ads.pipeline import run_ads_method, user_arrays
+from labeldp.data import criteo_attribution
+from labeldp.data.tabular import load_prepared_tabular
+from labeldp.methods.base import RunSpec
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("attr")
+    criteo_attribution.write_standin(d / "raw", n_rows=3000, seed=0)
+    out = criteo_attribution.prepare_dataset(raw_dir=d / "raw", out_path=d / "p.npz", source="synthetic_standin")
+    return load_prepared_tabular(out)
+
+
+def _spec(method, eps, k, **hp):
+    hparams = {"learning_rate": 1e-2, "epochs": 2, "batch_size": 32, **hp}
+    return RunSpec(dataset="criteo_attribution", method=method, variant=f"k{k}" if k else "default", epsilon=eps,
+                   delta=1e-5, seed=0, hparams=hparams, options={"examples_per_user": k} if k else {})
+
+
+def test_user_arrays_give_every_user_exactly_k_of_its_own_rows(data):
+    x_num, x_cat, y = user_arrays(data, k=3, seed=0)
+    assert y.shape == (len(np.unique(data.user_train)), 3) and x_cat.shape[:2] == y.shape
+
+
+def test_rr_spends_eps_over_k_per_label_and_states_a_user_level_guarantee(data):
+    res = run_ads_method(data, _spec("rr", 1.0, 4), method="rr")
+    p = res.privacy.to_dict(target_epsilon=1.0)
+    assert p["privacy_unit"] == "user" and p["epsilon"] == 1.0 and p["delta"] == 0.0
+    assert res.details["per_label_epsilon"] == pytest.approx(0.25)
+    flip = 1 / (1 + math.exp(0.25))  # binary RR at eps/k flips a label with probability 1/(1+e^(eps/k))
+    n = res.details["users"] * 4
+    assert abs(res.details["label_noise_rate"] - flip) < 4 * math.sqrt(flip * (1 - flip) / n)
+    assert 0.0 <= res.metrics["test_auc"] <= 1.0
+
+
+def test_dpsgd_is_accounted_for_poisson_sampling_over_users(data):
+    res = run_ads_method(data, _spec("dpsgd", 1.0, 2, clip_norm=1.0), method="dpsgd")
+    users = res.details["users"]
+    acc = res.privacy.accounting
+    assert res.details["sampling_rate"] == pytest.approx(32 / users)
+    assert res.metrics["steps"] == res.details["steps"] == int(2 * users // 32)
+    assert res.privacy.privacy_unit == "user" and res.privacy.epsilon <= 1.0 + 1e-9
+    assert set(res.privacy.epsilon_by_relation) == {"add_or_remove", "label_substitution"}
+    assert res.privacy.epsilon_by_relation["label_substitution"] > res.privacy.epsilon
+    assert acc["noise_multiplier"] > 0
+
+
+def test_nonprivate_default_variant_uses_every_training_row(data):
+    res = run_ads_method(data, _spec("nonprivate", math.inf, None), method="nonprivate")
+    assert res.details["rows"] == len(data.y_train) and math.isinf(res.privacy.epsilon)
+
+
+def test_example_level_runs_are_refused_until_implemented(data):
+    with pytest.raises(ValueError, match="only user-level runs"):
+        run_ads_method(data, _spec("rr", 1.0, None), method="rr")
+
+
+def test_user_level_epsilon_is_dp_accountings_for_the_user_sampling_that_ran(data):
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+
+    res = run_ads_method(data, _spec("dpsgd", 2.0, 5, clip_norm=1.0), method="dpsgd")
+    q, steps, sigma = res.details["sampling_rate"], res.details["steps"], res.details["noise_multiplier"]
+    event = dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    NR = dp_accounting.NeighboringRelation
+    for relation, nr in (("add_or_remove", NR.ADD_OR_REMOVE_ONE), ("label_substitution", NR.REPLACE_ONE)):
+        acc = pld_privacy_accountant.PLDAccountant(nr)
+        acc.compose(event)
+        direct = acc.get_epsilon(1e-5)
+        assert res.privacy.epsilon_by_relation[relation] == pytest.approx(direct, rel=2e-2), relation
+    assert res.privacy.epsilon_by_relation["add_or_remove"] <= 2.0 + 1e-9
