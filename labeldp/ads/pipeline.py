@@ -14,6 +14,11 @@ a user together are the protected unit (``privacy_unit: "user"`` in the record):
   the q and steps that run (:func:`labeldp.methods.private_training.account_run` with n = U).
   Changing one user's labels moves one clipped per-user gradient: label substitution at the user
   level (dp_accounting REPLACE_ONE); the record states eps under both relations.
+* ``labeldp_pro``: the same, with the noisy gradient projected by AltConv onto the set of mean
+  per-user gradients of an alternative batch of n2 users under every labelling (features only):
+  :class:`labeldp.denoisers.UserSum`, k times the per-example (soft-label) set of the batch's
+  rows with raw vertices. The alternative batch is drawn independently of the training batch,
+  so amplification by subsampling holds as at the example level.
 
 Without ``examples_per_user`` the unit is the example (002's example-level runs).
 Metric: test AUC (``test_auc``) on the test split's rows.
@@ -80,6 +85,24 @@ def _auc(model, params, data) -> float:
     return float(roc_auc_score(y, predict_proba(model, params, data.x_num_test, data.x_cat_test)))
 
 
+def _user_denoiser(spec: RunSpec, k: int):
+    """LabelDP-Pro's user-level AltConv (module docstring) and the alternative batch size in users."""
+    from labeldp.denoisers import UserSum
+    from labeldp.methods.labeldp_pro import make_denoiser_for
+
+    opts = {o: v for o, v in spec.options.items() if o != "examples_per_user"}
+    if opts.get("denoiser", "alt_conv") != "alt_conv":
+        raise ValueError(f"user-level LabelDP-Pro implements the alt_conv denoiser only (variant {spec.variant!r} "
+                         f"asks for {opts['denoiser']!r}): SelfConv/SelfSpan break amplification")
+    for key, want in (("coefficient_set", "per_example"), ("vertices", "raw")):
+        if opts.setdefault(key, want) != want:
+            raise ValueError(f"user-level LabelDP-Pro projects onto sums of per-example sets: {key} must be "
+                             f"{want!r}, variant {spec.variant!r} sets {opts[key]!r}")
+    inner = make_denoiser_for(dataclasses.replace(spec, options=opts))
+    n2 = int(opts.get("alt_batch_size") or spec.hparams["batch_size"])
+    return UserSum(inner=inner, examples_per_user=k), n2
+
+
 def _nonprivate_all_rows(data, spec: RunSpec) -> MethodResult:
     from labeldp.ads.train import AdsTrainConfig, train_on_labels
 
@@ -99,7 +122,7 @@ def _nonprivate_all_rows(data, spec: RunSpec) -> MethodResult:
 
 
 def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
-    """Runs ``method`` (``nonprivate``, ``rr`` or ``dpsgd``) on binary ads data (module docstring).
+    """Runs ``method`` (``nonprivate``, ``rr``, ``dpsgd``, ``labeldp_pro``) on binary ads data (module docstring).
 
     Args:
       data: a prepared binary_classification :class:`labeldp.data.tabular.PreparedTabular`.
@@ -146,7 +169,7 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
         cfg, model = _build_model(data, flat_y)
         res = train_on_labels(model, x_num=x_num.reshape(users * k, -1), x_cat=x_cat.reshape(users * k, -1),
                               y=flat_y, config=config, seed=spec.seed)
-    elif method == "dpsgd":
+    elif method in ("dpsgd", "labeldp_pro"):
         from labeldp.methods.private_training import account_run
 
         if not spec.private:
@@ -154,17 +177,23 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
         run_acc = account_run(spec, n=users)
         acc = run_acc.accounting
         cfg, model = _build_model(data, np.array([0.5]))  # bias 0: no unaccounted label statistic
+        denoiser, n2 = (None, 0) if method == "dpsgd" else _user_denoiser(spec, k)
         res = train_user_level(model, x_num=x_num, x_cat=x_cat, y=y, config=config,
                                clip_norm=float(hp["clip_norm"]), noise_multiplier=run_acc.noise_multiplier,
-                               seed=spec.seed, sampling=spec.sampling)
+                               seed=spec.seed, sampling=spec.sampling, denoiser=denoiser,
+                               alt_batch_users=min(n2, users))
+        if denoiser is not None:
+            details.update(denoiser=denoiser.name, alt_batch_users=min(n2, users),
+                           projection="k x the per-example soft-label set of the alternative batch's rows, raw vertices")
         if res.steps != run_acc.steps and not res.diverged:
             raise RuntimeError(f"ran {res.steps} steps but the accountant was asked for {run_acc.steps}")
         valid = spec.sampling == "poisson"
         privacy = PrivacyOutcome(
             epsilon=float(acc.epsilon), delta=float(acc.delta), valid=valid,
             invalid_reason=None if valid else "shuffled batches accounted as Poisson sampling (an approximation)",
-            mechanism=f"dpsgd with per-user gradients (k = {k} examples summed, clipped as one unit), Poisson "
-                      "sampling over users, Gaussian noise",
+            mechanism=f"{method} with per-user gradients (k = {k} examples summed, clipped as one unit), Poisson "
+                      "sampling over users, Gaussian noise" + ("" if method == "dpsgd" else
+                                                               ", AltConv projection over users"),
             accounting=acc.to_dict(), neighboring_relation=acc.neighboring_relation,
             epsilon_by_relation=dict(acc.epsilon_by_relation), privacy_unit="user")
         details.update(noise_multiplier=run_acc.noise_multiplier, sampling_rate=run_acc.sampling_rate,

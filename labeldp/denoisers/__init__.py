@@ -67,7 +67,8 @@ SelfSpan/SelfConv (000 Section 3.4: their output depends on which examples were 
 accountant must not use amplification by subsampling).
 """
 
-from labeldp.denoisers.classes import (DENOISERS, AltConv, Denoiser, NoOp, SelfConv, SelfSpan, alt_conv, make_denoiser,
+from labeldp.denoisers.classes import (DENOISERS, AltConv, Denoiser, NoOp, SelfConv, SelfSpan, UserSum, alt_conv,
+                                       make_denoiser,
                                        noop, self_conv, self_span)
 from labeldp.denoisers.hull import SimplexLSResult, convex_hull_projection, estimate_lipschitz, simplex_least_squares
 from labeldp.denoisers.linear_maps import (JACOBIAN_MAX_BYTES, JACOBIAN_MIN_STEPS, SOLVERS, LogitsFn, SolverKind,
@@ -97,6 +98,7 @@ __all__ = [
     "SelfSpan",
     "SelfConv",
     "AltConv",
+    "UserSum",
     "noop",
     "self_span",
     "self_conv",

@@ -252,3 +252,54 @@ def make_denoiser(name: str, **options: Any) -> Denoiser:
     if name not in DENOISERS:
         raise ValueError(f"unknown denoiser {name!r}; known: {sorted(DENOISERS)}")
     return DENOISERS[name](**options)
+
+
+@dataclasses.dataclass(frozen=True)
+class UserSum(Denoiser):
+    """A convex-hull denoiser for per-USER gradients (000 Section 6, Table 7), binary or K-class.
+
+    A user's gradient is the sum of its k per-example gradients, so under every labelling of its
+    k examples it lies in ``Z_u = sum_i conv{g_i(kappa)}`` (for K = 2 the zonotope of
+    :mod:`labeldp.denoisers.zonotope`: the hull of its 2^k labelling sums). The noisy gradient
+    estimates the mean over users, so the set to project on is ``(1/n2) sum_u Z_u`` over the
+    alternative batch's n2 users, which is ``k`` times the per-example set
+    ``(1/(n2 k)) sum_rows conv{g_r(kappa)}`` of the inner denoiser (``coefficient_set =
+    "per_example"``) over the batch's ``n2 k`` rows. Hence ``P_{kS}(v) = k P_S(v / k)``.
+    Vertices are the raw per-example gradients: the hull of CLIPPED per-user sums is not a sum
+    of per-example sets (000 does not say which set it used; see labeldp.denoisers.zonotope).
+
+    Attributes:
+      inner: the per-example denoiser (``coefficient_set="per_example"``, ``vertices="raw"``).
+      examples_per_user: k.
+    """
+
+    inner: Denoiser = None  # type: ignore[assignment]
+    examples_per_user: int = 1
+    name: str = dataclasses.field(init=False, default="user_sum")
+
+    def __post_init__(self):
+        inner = self.inner
+        if not isinstance(inner, _ConvBase):
+            raise ValueError("UserSum wraps a convex-hull denoiser (alt_conv or self_conv)")
+        if (inner.coefficient_set, inner.vertices) != ("per_example", "raw"):
+            raise ValueError("a user-level projection sums per-example sets: the inner denoiser needs "
+                             "coefficient_set='per_example' and vertices='raw' (got "
+                             f"{inner.coefficient_set!r}, {inner.vertices!r})")
+        if int(self.examples_per_user) < 1:
+            raise ValueError(f"examples_per_user must be >= 1, got {self.examples_per_user}")
+        object.__setattr__(self, "name", f"{inner.name}_per_user")
+        object.__setattr__(self, "breaks_amplification", inner.breaks_amplification)
+        object.__setattr__(self, "uses_alt_batch", inner.uses_alt_batch)
+
+    def host_loop(self, *trees: PyTree) -> bool:
+        return self.inner.host_loop(*trees)
+
+    def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
+        return self.inner.projection_solver(rows=rows, k=k, params=params)
+
+    def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
+        scale = float(self.examples_per_user)
+        shrunk = jax.tree_util.tree_map(lambda v: v / scale, noisy_grad)
+        out, info = self.inner(shrunk, logits_fn=logits_fn, params=params, x=x, mask=mask, x_alt=x_alt,
+                               alt_mask=alt_mask)
+        return jax.tree_util.tree_map(lambda v: v * scale, out), info

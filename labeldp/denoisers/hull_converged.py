@@ -329,7 +329,8 @@ def column_norms(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array |
     out = []
     for s in range(0, n, chunk):
         xm = None if mask is None else mask[s:s + chunk]
-        out.append(_norms_chunk(f, params, x[s:s + chunk], xm, chunk_n=min(chunk, n - s)).reshape(-1, k))
+        xs = jax.tree_util.tree_map(lambda a: a[s:s + chunk], x)
+        out.append(_norms_chunk(f, params, xs, xm, chunk_n=min(chunk, n - s)).reshape(-1, k))
     return jnp.concatenate(out, axis=0)
 
 

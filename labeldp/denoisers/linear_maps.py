@@ -144,7 +144,8 @@ def resolve_solver(
 @functools.partial(jax.jit, static_argnames=("f",))
 def _jacobian_rows(f, params, x, mask):
     def one(xi):
-        return jax.jacrev(lambda p: -jax.nn.log_softmax(f(p, xi[None]), axis=-1)[0])(params)
+        one_row = jax.tree_util.tree_map(lambda a: a[None], xi)  # features: an array or a pytree of arrays
+        return jax.jacrev(lambda p: -jax.nn.log_softmax(f(p, one_row), axis=-1)[0])(params)
 
     leaves = jax.tree_util.tree_leaves(jax.vmap(one)(x))  # each (n, K, *leaf shape)
     n, k = leaves[0].shape[:2]

@@ -21,7 +21,7 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 
 NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
-DATASET_KINDS = ("image",)
+DATASET_KINDS = ("image", "tabular")  # tabular: binary ads data, user-level AltConv (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 _HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
                  "projection_tol")
@@ -93,5 +93,9 @@ def run(data, spec: RunSpec) -> MethodResult:
     """Trains with LabelDP-Pro and reports test accuracy with the accounted eps."""
     from labeldp.methods.private_training import train_private
 
+    if getattr(data, "kind", "image") == "tabular":  # 000 Table 7: per-user gradients, user-level AltConv
+        from labeldp.ads.pipeline import run_ads_method
+
+        return run_ads_method(data, spec, method=NAME)
     den = make_denoiser_for(spec)
     return train_private(data, spec, denoiser=den, desc=f"labeldp_pro[{den.name}] eps={spec.epsilon}")
