@@ -82,19 +82,32 @@ class AdsMLP(nn.Module):
       vocab_sizes: vocabulary size of each categorical column.
       embed_dims: embedding dimension of each categorical column.
       output_bias: initial bias of the logit (e.g. the log-odds of the training labels).
+      sensitive_cat: per categorical column, whether it is a SENSITIVE feature (002); the
+        truncated model (``truncated=True``) feeds zeros in place of their embeddings, so it
+        does not depend on them or on their embedding parameters (002 Section 3: f(g(x°) ∘ 0)).
+      sensitive_num: the same for the numerical columns.
     """
 
     hidden: tuple[int, ...]
     vocab_sizes: tuple[int, ...]
     embed_dims: tuple[int, ...]
     output_bias: float = 0.0
+    sensitive_cat: tuple[bool, ...] = ()
+    sensitive_num: tuple[bool, ...] = ()
 
     @nn.compact
-    def __call__(self, x) -> jax.Array:
+    def __call__(self, x, truncated: bool = False) -> jax.Array:
         x_num, x_cat = x
-        parts = [x_num.astype(jnp.float32)]
+        x_num = x_num.astype(jnp.float32)
+        if truncated and any(self.sensitive_num):
+            keep = jnp.asarray([0.0 if s else 1.0 for s in self.sensitive_num], jnp.float32)
+            x_num = x_num * keep
+        parts = [x_num]
         for j, (size, dim) in enumerate(zip(self.vocab_sizes, self.embed_dims)):
-            parts.append(nn.Embed(int(size), int(dim), name=f"embed_{j}")(x_cat[..., j]))
+            emb = nn.Embed(int(size), int(dim), name=f"embed_{j}")(x_cat[..., j])
+            if truncated and j < len(self.sensitive_cat) and self.sensitive_cat[j]:
+                emb = jnp.zeros_like(emb)
+            parts.append(emb)
         h = jnp.concatenate(parts, axis=-1)
         for width in self.hidden:
             h = nn.relu(nn.Dense(int(width))(h))
@@ -102,11 +115,12 @@ class AdsMLP(nn.Module):
         return out[..., 0]
 
 
-def two_class_logits(model: AdsMLP):
-    """``f(params, x, rng=None) -> (n, 2)`` logits (0, z) for the K-class engine (module docstring)."""
+def two_class_logits(model: AdsMLP, *, truncated: bool = False):
+    """``f(params, x, rng=None) -> (n, 2)`` logits (0, z) for the K-class engine (module docstring);
+    ``truncated``: 002's truncated model (sensitive features zeroed)."""
 
     def logits(params, x, rng=None):
-        z = model.apply(params, x)
+        z = model.apply(params, x, truncated)
         return jnp.stack([jnp.zeros_like(z), z], axis=-1)
 
     return logits

@@ -1,0 +1,207 @@
+"""Hybrid: DP training with semi-sensitive features (002 Section 3), and its two baselines.
+
+Setting (002 Section 2): each example is ``(x°, x•, y)``; the non-sensitive features x° are
+public, the sensitive features x• and the label y are private. Neighbouring data sets differ in
+the private part ``(x•, y)`` of one example (replace-one; dp_accounting REPLACE_ONE, reported as
+``label_substitution``; the record also states eps under add-or-remove).
+
+Model (002 Section 3, Appendix A): the ads MLP (:class:`labeldp.ads.model.AdsMLP`) whose sensitive
+features' embeddings (and sensitive numerical columns) form the sensitive tower; the TRUNCATED
+model feeds zeros in their place, ``f(g(x°) ∘ 0)``, so it never reads x•.
+
+Two phases, ``eps1 + eps2 = eps`` (basic composition, 002 Proposition 2):
+
+1. Label-DP phase (eps1, delta 0): randomized response RR_eps1 on every training label, then
+   ``epochs`` epochs of the truncated model on the debiased loss of 002 Section 3,
+   ``(L(1 - y^) - p (L(0) + L(1))) / (1 - 2p)`` with ``p = 1 / (1 + e^-eps1)``, an unbiased
+   estimate of ``L(y)``; it touches only x° and the randomized labels, so it is eps1-DP.
+2. DP-SGD phase (eps2, delta): the whole model, from phase 1's parameters, DP-SGD with
+   per-example clipping and Poisson sampling (:mod:`labeldp.dpsgd`), sigma calibrated by the
+   accountant (PLD here; 002 used RDP) so that this phase is (eps2, delta)-DP.
+
+Split (002 Section 3): ``eps1 = min(0.6 eps, 3)``, ``eps2 = eps - eps1``. The baselines are the
+special cases 002 names: RR on the truncated model (``eps1 = eps``, phase 1 only) and DP-SGD on
+all features (``eps2 = eps``, phase 2 only, from the initial parameters).
+
+Optimizers (002 Appendix A): phase 1 RMSProp (Attribution) / Yogi (pCTR); phase 2 Adam
+(Attribution) / SGD with momentum 0.9 (pCTR); every learning rate follows a cosine decay over
+its phase. The user-level version (002 Table 3) is not implemented yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+
+from labeldp.ads.model import AdsMLP, two_class_logits
+from labeldp.ads.train import init_params
+from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step, poisson_batches
+
+__all__ = ["split_budget", "debiased_rr_weights", "HybridConfig", "train_hybrid", "PHASE_OPTIMIZERS"]
+
+#: 002 Appendix A: (phase-1 optimizer, phase-2 optimizer) per dataset.
+PHASE_OPTIMIZERS = {"criteo_attribution": ("rmsprop", "adam"), "criteo_pctr": ("yogi", "sgd_momentum")}
+
+
+def split_budget(epsilon: float, *, rule: str = "hybrid") -> tuple[float, float]:
+    """``(eps1, eps2)`` for a total ``epsilon`` (002 Section 3).
+
+    Args:
+      epsilon: the total budget, > 0.
+      rule: ``"hybrid"`` (``eps1 = min(0.6 eps, 3)``), ``"rr_only"`` (``(eps, 0)``) or
+        ``"dpsgd_only"`` (``(0, eps)``).
+
+    Returns:
+      ``(eps1, eps2)`` with ``eps1 + eps2 == epsilon``.
+    """
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"Hybrid needs a finite epsilon > 0, got {epsilon}")
+    if rule == "hybrid":
+        eps1 = min(0.6 * epsilon, 3.0)
+    elif rule == "rr_only":
+        eps1 = epsilon
+    elif rule == "dpsgd_only":
+        eps1 = 0.0
+    else:
+        raise ValueError(f"unknown budget split rule {rule!r}; use hybrid, rr_only or dpsgd_only")
+    return eps1, epsilon - eps1
+
+
+def debiased_rr_weights(noisy_labels: np.ndarray, *, eps1: float) -> np.ndarray:
+    """Per-class weights ``w`` with ``sum_c w_c L(c)`` = 002's debiased loss for binary RR.
+
+    ``(L(1 - y^) - p (L(0) + L(1))) / (1 - 2p)``, ``p = 1 / (1 + e^-eps1)``: the weight of
+    ``L(y^)`` is ``-p / (1 - 2p)`` and of ``L(1 - y^)`` is ``(1 - p) / (1 - 2p)``; its expectation
+    over RR's randomness is ``L(y)``.
+
+    Args:
+      noisy_labels: (n,) RR labels in {0, 1}.
+      eps1: RR's epsilon, > 0.
+
+    Returns:
+      (n, 2) float32 weights.
+    """
+    p = 1.0 / (1.0 + math.exp(-eps1))
+    w_same, w_other = -p / (1 - 2 * p), (1 - p) / (1 - 2 * p)
+    y = np.asarray(noisy_labels, np.int64)
+    out = np.empty((y.size, 2), np.float32)
+    out[np.arange(y.size), y] = w_same
+    out[np.arange(y.size), 1 - y] = w_other
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class HybridConfig:
+    """Hyper-parameters of the two phases (002 Appendix A).
+
+    Attributes:
+      learning_rate, epochs, batch_size: phase 1 (label-DP phase).
+      dp_learning_rate, dp_epochs, dp_batch_size, clip_norm: phase 2 (DP-SGD; batch = expected size).
+      optimizers: (phase 1, phase 2) names (:data:`PHASE_OPTIMIZERS`).
+    """
+
+    learning_rate: float
+    epochs: int
+    batch_size: int
+    dp_learning_rate: float
+    dp_epochs: int
+    dp_batch_size: int
+    clip_norm: float
+    optimizers: tuple[str, str] = ("rmsprop", "adam")
+
+
+def _optimizer(name: str, learning_rate: float, steps: int) -> optax.GradientTransformation:
+    schedule = optax.cosine_decay_schedule(learning_rate, decay_steps=max(int(steps), 1))
+    if name == "rmsprop":
+        return optax.rmsprop(schedule)
+    if name == "adam":
+        return optax.adam(schedule)
+    if name == "yogi":
+        return optax.yogi(schedule)
+    if name == "sgd_momentum":
+        return optax.sgd(schedule, momentum=0.9)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def _phase1(model: AdsMLP, params, x_num, x_cat, weights, cfg: HybridConfig, seed: int):
+    n = weights.shape[0]
+    bs = min(cfg.batch_size, n)
+    per_epoch = -(-n // bs)
+    step = make_sgd_step(optimizer=_optimizer(cfg.optimizers[0], cfg.learning_rate, per_epoch * cfg.epochs),
+                         logits_fn=two_class_logits(model, truncated=True))
+    state = step.init(params)
+    rng = np.random.default_rng([seed, 11])
+    key = jax.random.PRNGKey(seed)
+    losses = []
+    for _ in range(cfg.epochs):
+        order = rng.permutation(n)
+        pad = per_epoch * bs - n
+        idx = np.concatenate([order, order[:pad]]) if pad else order
+        mask = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
+        for b in range(per_epoch):
+            sl = idx[b * bs:(b + 1) * bs]
+            state, info = step(state, Batch(x=(x_num[sl], x_cat[sl]), y=weights[sl], mask=mask[b * bs:(b + 1) * bs]),
+                               jax.random.fold_in(key, int(state.step)))
+            losses.append(info.loss)
+    return state.params, [float(v) for v in jax.device_get(losses)]
+
+
+def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, sigma: float, steps: int, seed: int):
+    n = y.shape[0]
+    n1 = cfg.dp_batch_size
+    dp = DPSGDConfig(clip_norm=cfg.clip_norm, noise_multiplier=sigma, expected_batch_size=n1, sampling="poisson")
+    step = make_dpsgd_step(optimizer=_optimizer(cfg.optimizers[1], cfg.dp_learning_rate, steps), config=dp,
+                           logits_fn=two_class_logits(model))
+    state = step.init(params)
+    key = jax.random.PRNGKey(seed + 7919)
+    losses, done = [], 0
+    for idx, mask in poisson_batches(n, sampling_rate=n1 / n, rng=np.random.default_rng([seed, 12]),
+                                     pad_to=step.pad_to, num_batches=steps):
+        state, info = step(state, Batch(x=(x_num[idx], x_cat[idx]), y=y[idx], mask=mask), jax.random.fold_in(key, done))
+        losses.append(info.loss)
+        done += 1
+    return state.params, [float(v) for v in jax.device_get(losses)], done
+
+
+def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, eps1: float,
+                 sigma: float | None, dp_steps: int, cfg: HybridConfig, seed: int) -> dict[str, Any]:
+    """Runs the phases that have budget: phase 1 when ``eps1 > 0``, phase 2 when ``sigma`` is given.
+
+    Args:
+      model: the two-tower ads MLP (its ``sensitive_*`` flags set).
+      x_num, x_cat, y: the training rows and TRUE labels (phase 1 randomizes them itself).
+      eps1: phase 1's epsilon (0: no phase 1).
+      sigma: phase 2's noise multiplier from the accountant (None: no phase 2).
+      dp_steps: phase 2's number of steps (the accountant's).
+      cfg: hyper-parameters. seed: the run's seed.
+
+    Returns:
+      ``{"params", "truncated" (predict with the truncated model), "label_noise_rate",
+      "phase1_loss", "phase2_loss", "phase2_steps", "seconds"}``.
+    """
+    from labeldp.mechanisms.classification import randomized_response
+
+    t0 = time.perf_counter()
+    params = init_params(model, x_num, x_cat, seed=seed)
+    out: dict[str, Any] = {"label_noise_rate": None, "phase1_loss": None, "phase2_loss": None, "phase2_steps": 0}
+    if eps1 > 0:
+        noisy = randomized_response(np.asarray(y, np.int64), num_classes=2, epsilon=eps1,
+                                    rng=np.random.default_rng([seed, 1, 2]))
+        out["label_noise_rate"] = float(np.mean(noisy != y))
+        params, l1 = _phase1(model, params, x_num, x_cat, debiased_rr_weights(noisy, eps1=eps1), cfg, seed)
+        out["phase1_loss"] = float(np.mean(l1[-max(1, len(l1) // 10):]))
+    if sigma is not None:
+        params, l2, done = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, sigma=sigma,
+                                   steps=dp_steps, seed=seed)
+        out["phase2_loss"] = float(np.mean(l2[-max(1, len(l2) // 10):])) if l2 else None
+        out["phase2_steps"] = done
+    out["params"] = params
+    out["truncated"] = sigma is None
+    out["seconds"] = time.perf_counter() - t0
+    return out
