@@ -50,7 +50,7 @@ def test_every_row_names_its_check_and_the_check_exists():
     import importlib
 
     checks = {}
-    for mod in ("classification", "dpsgd", "regression"):
+    for mod in ("classification", "dpsgd", "regression", "ads"):
         module = importlib.import_module(f"tests.privacy_relations.test_{mod}_rows")
         checks.update({n: getattr(module, n) for n in dir(module) if n.startswith("test_row_")})
     for rid, r in BY_ID.items():
