@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import zipfile
 from contextlib import closing
@@ -72,7 +71,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests
+from .fetch import file_digests, locate_raw_file
 from .rawformats import is_standin_dir, read_standin_marker
 from .tabular import TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular
 
@@ -105,17 +104,10 @@ _MISSING = np.iinfo(np.int64).min  # an empty categorical cell (index 0 after en
 
 def _raw_path(raw_dir: Path) -> Path:
     """The zip (directly, or listed in ``MANIFEST.json``), else a bare ``.tsv.gz`` in ``raw_dir``."""
+    found = locate_raw_file(raw_dir, (ARCHIVE, MEMBER))
+    if found is not None:
+        return found
     direct = raw_dir / ARCHIVE
-    if direct.is_file():
-        return direct
-    manifest = raw_dir / "MANIFEST.json"
-    if manifest.is_file():
-        for entry in json.loads(manifest.read_text()).get("files", []):
-            p = Path(entry.get("path", ""))
-            if p.name in (ARCHIVE, MEMBER) and p.is_file():
-                return p
-    if (raw_dir / MEMBER).is_file():
-        return raw_dir / MEMBER
     raise TabularDataError(f"criteo_attribution: {direct} not found; fetch it first (snakemake "
                            "fetch_criteo_attribution, or python -m labeldp.data.fetch criteo_attribution "
                            f"--data-dir <data_dir>/raw), or place the zip (or its {MEMBER}) in {raw_dir}")

@@ -80,7 +80,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import resource
 import tarfile
@@ -89,7 +88,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests
+from .fetch import file_digests, locate_raw_file
 from .rawformats import is_standin_dir
 from .tabular import TabularDataError, save_prepared_tabular
 
@@ -148,15 +147,10 @@ def split_sizes(n: int) -> tuple[int, int, int]:
 
 
 def _archive_path(raw_dir: Path) -> Path:
+    found = locate_raw_file(raw_dir, (ARCHIVE,))
+    if found is not None:
+        return found
     direct = raw_dir / ARCHIVE
-    if direct.is_file():
-        return direct
-    manifest = raw_dir / "MANIFEST.json"
-    if manifest.is_file():
-        for entry in json.loads(manifest.read_text()).get("files", []):
-            p = Path(entry.get("path", ""))
-            if p.name == ARCHIVE and p.is_file():
-                return p
     hint = (f"; {raw_dir / OLD_ARCHIVE_NAME} is the same archive under its older name: rename it to {ARCHIVE}"
             if (raw_dir / OLD_ARCHIVE_NAME).is_file() else "")
     raise TabularDataError(f"criteo_pctr: {direct} not found; fetch it first (snakemake fetch_criteo_pctr, or "

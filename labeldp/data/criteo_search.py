@@ -46,14 +46,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import os
 import tarfile
 from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests
+from .fetch import file_digests, locate_raw_file
 from .rawformats import is_standin_dir
 from .tabular import (TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular,
                       standardise)
@@ -79,15 +78,10 @@ CHUNK_ROWS = 250_000
 
 
 def _archive_path(raw_dir: Path) -> Path:
+    found = locate_raw_file(raw_dir, (ARCHIVE,))
+    if found is not None:
+        return found
     direct = raw_dir / ARCHIVE
-    if direct.is_file():
-        return direct
-    manifest = raw_dir / "MANIFEST.json"
-    if manifest.is_file():
-        for entry in json.loads(manifest.read_text()).get("files", []):
-            p = Path(entry.get("path", ""))
-            if p.name == ARCHIVE and p.is_file():
-                return p
     raise TabularDataError(f"criteo_search: {direct} not found; fetch it first (snakemake fetch_criteo_search, or "
                            f"python -m labeldp.data.fetch criteo_search --data-dir <data_dir>/raw)")
 

@@ -131,6 +131,32 @@ class ChecksumError(DataError):
 # ============================================================================= checksums
 
 
+def locate_raw_file(raw_dir: str | os.PathLike, names: Sequence[str]) -> Path | None:
+    """A fetched raw file of one of ``names``: directly in ``raw_dir``, else wherever its
+    ``MANIFEST.json`` (written by :func:`fetch_dataset`) says a file of that name lies.
+
+    Args:
+      raw_dir: the dataset's raw directory.
+      names: acceptable file names, in order of preference for the direct look-up.
+
+    Returns:
+      The path, or None when no such file exists.
+    """
+    import json
+
+    raw_dir = Path(raw_dir)
+    for name in names:
+        if (raw_dir / name).is_file():
+            return raw_dir / name
+    manifest = raw_dir / "MANIFEST.json"
+    if manifest.is_file():
+        for entry in json.loads(manifest.read_text()).get("files", []):
+            p = Path(entry.get("path", ""))
+            if p.name in names and p.is_file():
+                return p
+    return None
+
+
 def file_digests(path: str | os.PathLike) -> dict[str, str]:
     """md5 and sha256 (hex) of a file, computed in one pass."""
     md5, sha = hashlib.md5(), hashlib.sha256()
