@@ -170,8 +170,18 @@ def render_markdown(res: TableResult) -> str:
                "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
                "had uncommitted code or config changes.")
     out.append("")
+    from labeldp.report.tables import DERIVED_METRICS
+
+    if metric in DERIVED_METRICS and res.nonprivate is not None:
+        np_ok = res.nonprivate.status == "ok"
+        out.append("Metric: 002's relative AUC loss (%), 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np), per run, "
+                   "with AUC_np the mean test AUC of this table's non-private runs"
+                   + (f" ({res.nonprivate.mean:.4f} over {res.nonprivate.n_seeds} seed(s))" if np_ok else " (none yet)")
+                   + "; lower is better.")
+        out.append("")
     if res.nonprivate is not None:
-        out.append(f"Non-private reference: {cell_text(res.nonprivate, metric)}"
+        np_metric = DERIVED_METRICS.get(metric, metric)
+        out.append(f"Non-private reference: {cell_text(res.nonprivate, np_metric)}"
                    + (f" — {res.nonprivate.reason}" if res.nonprivate.status != 'ok' else ""))
         out.append("")
     rel_col = relation_column(res)

@@ -40,7 +40,15 @@ from labeldp.report.render import (  # noqa: F401
     NOT_RUN, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
     render_markdown, tidy_rows, write_atomic_text, write_csv)
 
-LOWER_IS_BETTER = ("test_mse", "noisy_label_mse", "validation_noisy_mse")
+LOWER_IS_BETTER = ("test_mse", "noisy_label_mse", "validation_noisy_mse", "relative_auc_loss_pct")
+#: Metrics derived from a record's metric and the table's non-private cell (paper 002):
+#: ``relative_auc_loss_pct = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np)`` from ``test_auc``.
+DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
+
+
+def relative_auc_loss_pct(auc: float, auc_nonprivate: float) -> float:
+    """002's relative AUC loss (%) of a model with ``auc`` against the non-private ``auc_nonprivate``."""
+    return 100.0 * ((1.0 - auc) - (1.0 - auc_nonprivate)) / (1.0 - auc_nonprivate)
 """Metrics (errors) for which the best configuration and the best cell of a row have the lowest mean."""
 BASELINE_IDS = ("rr", "rr_debiased", "lp_2st", "alibi")
 
@@ -75,14 +83,24 @@ class Cell:
 
 
 def load_reference(reference_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """Rows of the published-values file of the main paper (labeldp_pro_tables.csv)."""
+    """Rows of the published-values files: the main paper's (labeldp_pro_tables.csv) and 002's
+    (hybrid_semisensitive_tables.csv, whose tables become ``"002:<n>"`` and whose
+    ``example_cap`` is the lookup's ``k``)."""
     import csv
 
+    rows: list[dict[str, Any]] = []
     path = Path(reference_dir) / "labeldp_pro_tables.csv"
-    if not path.exists():
-        return []
-    with open(path) as f:
-        return list(csv.DictReader(f))
+    if path.exists():
+        with open(path) as f:
+            rows.extend(csv.DictReader(f))
+    hybrid = Path(reference_dir) / "hybrid_semisensitive_tables.csv"
+    if hybrid.exists():
+        with open(hybrid) as f:
+            for r in csv.DictReader(f):
+                rows.append({"table": f"002:{r['table']}", "dataset": r["dataset"], "method": r["method"],
+                             "variant": "", "epsilon": r["epsilon"], "k": r.get("example_cap") or "",
+                             "metric": r["metric"], "value": r["value"]})
+    return rows
 
 
 def paper_value(ref: Sequence[Mapping[str, Any]], *, table: str, dataset: str, method: str | None,
@@ -107,15 +125,21 @@ def paper_value(ref: Sequence[Mapping[str, Any]], *, table: str, dataset: str, m
 # ----------------------------------------------------------------------------- cells
 
 
-def _metric(record: Mapping[str, Any], metric: str) -> float:
+def _metric(record: Mapping[str, Any], metric: str, auc_nonprivate: float | None = None) -> float:
+    if metric in DERIVED_METRICS:
+        auc = _metric(record, DERIVED_METRICS[metric])
+        return relative_auc_loss_pct(auc, auc_nonprivate) if auc_nonprivate is not None else float("nan")
     v = record["metrics"].get(metric)
     return float("nan") if v is None else float(v)
 
 
 def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
-               ref: Sequence[Mapping[str, Any]], *, column_cfg: Mapping[str, Any] | None = None) -> Cell:
+               ref: Sequence[Mapping[str, Any]], *, column_cfg: Mapping[str, Any] | None = None,
+               metric: str | None = None, auc_nonprivate: float | None = None) -> Cell:
+    """One cell; ``metric`` overrides the table's (the non-private cell of a derived metric is
+    built on its source metric), ``auc_nonprivate`` is the reference a derived metric needs."""
     tcfg = config["tables"][table]
-    metric = tcfg["metric"]
+    metric = metric or tcfg["metric"]
     k = (column_cfg or {}).get("ref_k")
     cell = Cell(column=col.id, epsilon=eps, status=NOT_RUN, reference_only=col.reference_only)
     cell.paper = paper_value(ref, table=tcfg["paper_table"], dataset=_ref_dataset(tcfg), method=col.ref_method,
@@ -123,6 +147,9 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     ok, why = cell_status(config, table, col)
     if not ok:
         cell.reason = why
+        return cell
+    if metric in DERIVED_METRICS and auc_nonprivate is None:
+        cell.reason = "the non-private reference (needed for the relative AUC loss) has no records"
         return cell
     runs = cell_runs(config, table, col, eps)
     by_hp: dict[str, list[dict]] = defaultdict(list)
@@ -143,8 +170,8 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     # the honest protocol of 003's figures selects on the noisy held-out labels, not the test set
     select_on = tcfg.get("selection_metric") or metric
     for hp, recs in by_hp.items():
-        vals = [_metric(r, metric) for r in recs]
-        score = statistics.fmean(_metric(r, select_on) for r in recs)
+        vals = [_metric(r, metric, auc_nonprivate) for r in recs]
+        score = statistics.fmean(_metric(r, select_on, auc_nonprivate) for r in recs)
         div = [bool(r["metrics"].get("diverged")) or not math.isfinite(v) for r, v in zip(recs, vals)]
         cell.n_diverged += sum(div)
         if any(div):
@@ -209,9 +236,14 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     cols = columns(tcfg)
     col_cfgs = {c["id"]: c for c in tcfg["columns"]}
     eps_list = table_epsilons(tcfg)
-    cells = {(c.id, e): build_cell(config, table, c, e, ref, column_cfg=col_cfgs[c.id]) for c in cols for e in eps_list}
     np_col = nonprivate_column(tcfg)
-    np_cell = build_cell(config, table, np_col, math.inf, ref) if np_col else None
+    source = DERIVED_METRICS.get(tcfg["metric"])
+    if source is not None and np_col is None:
+        raise ValueError(f"table {table}: metric {tcfg['metric']} is relative to the non-private model; set nonprivate: true")
+    np_cell = build_cell(config, table, np_col, math.inf, ref, metric=source) if np_col else None
+    auc_np = np_cell.mean if (source is not None and np_cell is not None and np_cell.status == "ok") else None
+    cells = {(c.id, e): build_cell(config, table, c, e, ref, column_cfg=col_cfgs[c.id], auc_nonprivate=auc_np)
+             for c in cols for e in eps_list}
     deltas: dict[tuple[str, float], float | None] = {}
     partial: set[tuple[str, float]] = set()
     best: dict[float, set[str]] = {}

@@ -20,9 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SMOKE = REPO / "workflow/config/smoke.yaml"
 TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6", "table7",
-          "tableG3"]
+          "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5"]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
-STANDIN_DATASETS = ("cifar10", "kmnist", "criteo_search", "census1940")
+STANDIN_DATASETS = ("cifar10", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
 
 
 def _smk(workdir: Path, *args: str, mirror: Path, check=True, timeout=2400, extra_config=()):
@@ -131,9 +131,18 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     # stand-in data is flagged wherever used
     assert "SYNTHETIC" in (rep / "tables/table5_cifar10.md").read_text()
     assert "SYNTHETIC" not in md
-    # Criteo Attribution (Table 7): not implemented yet -> every cell "not run", with the reason
-    for r in _rows(rep / "tables/table7.csv"):
-        assert r["status"] == "not run" and r["reason"]
+    # Criteo Attribution (Table 7, user level) on the stand-in: RR, DP-SGD and LabelDP-Pro ran, paper beside
+    t7 = [r for r in _rows(rep / "tables/table7.csv") if r["column"] != "nonprivate"]
+    assert t7 and all(r["status"] == "ok" and 0.0 <= float(r["mean"]) <= 1.0 and r["paper"] for r in t7), t7
+    assert "privacy unit: **user**" in (rep / "tables/table7.md").read_text()
+    # 002 (Hybrid): relative AUC loss against the table's non-private runs, 002's values beside;
+    # the user-level Hybrid (Table 3) is not implemented and says so in every cell
+    for t in ("hybrid_table1", "hybrid_table2", "hybrid_table5"):
+        rows = [r for r in _rows(rep / f"tables/{t}.csv") if r["column"] != "nonprivate"]
+        assert rows and all(r["status"] == "ok" and r["paper"] for r in rows), (t, rows)
+        assert "relative AUC loss" in (rep / f"tables/{t}.md").read_text()
+    assert all(r["status"] == "not run" and "not implemented" in r["reason"]
+               for r in _rows(rep / "tables/hybrid_table3.csv") if r["column"] != "nonprivate")
     # 003's regression outputs: every randomizer ran on the synthetic stand-ins, and says so
     for f in FIGURES:
         rows = _rows(rep / f"figures/{f}.csv")
@@ -158,6 +167,11 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
             assert set(rec["privacy"]["epsilon_by_relation"]) == {"add_or_remove", "label_substitution"}
         assert rec["environment"]["packages"]["jax"]
         assert rec["dataset"]["source"] == ("synthetic_standin" if rec["dataset"]["name"] in STANDIN_DATASETS else "official")
+        if rec["method"] in ("hybrid", "hybrid_rr", "hybrid_dpsgd"):
+            d = rec["details"]
+            assert abs(d["epsilon1"] + d["epsilon2"] - rec["config"]["run_spec"]["epsilon"]) < 1e-9
+        if rec["dataset"]["name"] == "criteo_attribution" and rec["config"]["run_spec"]["options"].get("examples_per_user"):
+            assert rec["privacy"]["privacy_unit"] == "user"
         if rec["method"] in ("rr_on_bins", "optimal_unbiased"):
             d = rec["details"]
             assert d["epsilon1"] > 0 and abs(d["epsilon1"] + d["epsilon2"] - rec["privacy"]["epsilon"]) < 1e-9
