@@ -36,9 +36,10 @@ median over ``--steps`` timed steps times the steps of one epoch (``floor(U / n1
 shared machine: the load average and each worker's CPU time are recorded. No timing is asserted.
 
 Run: ``.venv/bin/python benchmarks/bench_user_level.py [--users N --steps S]`` (defaults: the
-paper's 200,000 users, 20 timed steps after 3 warm-up steps). Writes
-``benchmarks/results/user_level_cpu.json`` and ``.md`` (``--out``: another directory), each
-through a temporary file and a rename.
+paper's 200,000 users, 20 timed steps after 3 warm-up steps; about 7 minutes on 2 shared cores,
+almost all of it LabelDP-Pro). Writes ``benchmarks/results/user_level_cpu.json`` and ``.md``
+(``--out``: another directory), each through a temporary file and a rename; ``--rerender JSON``
+rewrites the ``.md`` from a JSON without running anything.
 """
 
 from __future__ import annotations
@@ -316,7 +317,7 @@ def render(p: dict) -> str:
             f"**{pro['projection_solver']}** (`denoiser.projection_solver(...)`), host-driven loop: "
             f"{'yes' if pro['host_loop'] else 'no'}.")
     lines += [
-        f"- timing: each method in a fresh process, one after the other; {s['warmup']} warm-up steps (compilation "
+        f"- timing: each method in a fresh process, one after the other; {s['warmup']} warm-up step(s) (compilation "
         f"included) excluded, then {s['steps']} timed steps, each = the loop body of `train_user_level` (Poisson "
         "batch, alternative batch, gather, step) until the new state is ready. Seconds per epoch are EXTRAPOLATED: "
         f"median seconds per step x {p['results'][0]['steps_per_epoch']} steps (floor(U / n1)), not a measured epoch.",
@@ -324,15 +325,17 @@ def render(p: dict) -> str:
         "before the first step (the peak during the steps), MiB.",
         "",
         "| method | median s/step | min / max s/step | host batch s/step | extrapolated s/epoch | warm-up incl. compile (s) "
-        "| CPU / wall (timed) | peak RSS process (MiB) | peak RSS during steps (MiB) | RSS before steps (MiB) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| CPU s/step (mean, timed) | CPU / wall (timed) | load avg before -> after | peak RSS process (MiB) "
+        "| peak RSS during steps (MiB) | RSS before steps (MiB) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for x in p["results"]:
         lines.append(
             f"| {x['label']} | {x['median_step_s']:.3f} | {x['min_step_s']:.3f} / {x['max_step_s']:.3f} | "
             f"{x['median_host_batch_s']:.3f} | {x['epoch_s_extrapolated']:.1f} | {x['warmup_s_incl_compile']:.1f} | "
-            f"{_f(x['cpu_per_wall'])} | {x['peak_rss_process_mib']:.0f} | {_f(x['peak_rss_during_steps_mib'], '{:.0f}')} "
-            f"| {x['rss_before_steps_mib']:.0f} |")
+            f"{x['timed_cpu_s'] / x['timed_steps']:.3f} | {_f(x['cpu_per_wall'])} | "
+            f"{x.get('load_before')} -> {x.get('load_after')} | {x['peak_rss_process_mib']:.0f} | "
+            f"{_f(x['peak_rss_during_steps_mib'], '{:.0f}')} | {x['rss_before_steps_mib']:.0f} |")
     if dp is not None and pro is not None:
         ratio = pro["median_step_s"] / dp["median_step_s"]
         lines += [
@@ -345,12 +348,17 @@ def render(p: dict) -> str:
             f"(extrapolated epochs here: DP-SGD {dp['epoch_s_extrapolated']:.0f} s = "
             f"{dp['epoch_s_extrapolated'] / PAPER['dpsgd']:.2f} x the paper's, LabelDP-Pro "
             f"{pro['epoch_s_extrapolated']:.0f} s = {pro['epoch_s_extrapolated'] / PAPER['labeldp_pro']:.2f} x the paper's).",
+            "",
+            "The two methods ran one after the other on a shared CPU, so other jobs' load can differ between them "
+            "(the load averages above). The same ratio in process CPU time per timed step, which other jobs' load "
+            f"changes much less: {(pro['timed_cpu_s'] / pro['timed_steps']) / (dp['timed_cpu_s'] / dp['timed_steps']):.1f}x "
+            f"({pro['timed_cpu_s'] / pro['timed_steps']:.2f} / {dp['timed_cpu_s'] / dp['timed_steps']:.3f} CPU s).",
         ]
     if pro is not None:
         lines += [
             "",
             f"Projection iterations per timed LabelDP-Pro step (FISTA, cap {s['proj_steps']}): median "
-            f"{_f(pro['projection_iterations_median'], '{:.0f}')}, min {_f(pro['projection_iterations_min'], '{:.0f}')}, "
+            f"{_f(pro['projection_iterations_median'], '{:.0f}')} (counted in chunks of 10: the gap is checked between chunks), min {_f(pro['projection_iterations_min'], '{:.0f}')}, "
             f"max {_f(pro['projection_iterations_max'], '{:.0f}')}; median relative Frank-Wolfe gap at the stop "
             f"{_f(pro['projection_gap_relative_median'], '{:.2e}')} (tolerance {pro['projection_options']['tol']:g}). "
             "Each iteration is one JVP and one VJP through the network over the alternative batch's rows "
@@ -397,10 +405,17 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="output directory")
+    ap.add_argument("--rerender", default=None, metavar="JSON",
+                    help="only rewrite the .md next to a results JSON of this script (nothing is run)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker is not None:
         print(json.dumps(worker(json.loads(a.worker))))
+        return 0
+    if a.rerender is not None:
+        src = Path(a.rerender)
+        _atomic_write(src.with_suffix(".md"), render(json.loads(src.read_text())))
+        print(f"wrote {src.with_suffix('.md')}", file=sys.stderr)
         return 0
     if a.users < a.batch or a.steps < 1 or a.warmup < 0:
         ap.error("need --users >= --batch, --steps >= 1, --warmup >= 0")
