@@ -47,7 +47,6 @@ import json
 import math
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -60,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_step import cpu_model, loadavg  # noqa: E402
+from labeldp import records  # noqa: E402
 
 PAPER_G3 = {52: 2.38, 416: 17.1, 1664: 161.0}  # 003 Table G.3, Census, eps = 1 (seconds)
 GOAL_S = 161.0
@@ -107,17 +107,8 @@ def plan(quick: bool):
 # --------------------------------------------------------------------------------------
 
 
-def _status_kib(field: str) -> int:
-    m = re.search(rf"^{field}:\s+(\d+)\s+kB", Path("/proc/self/status").read_text(), re.M)
-    return int(m.group(1)) if m else -1
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-        return True
-    except OSError:
-        return False
+_status_kib = records.proc_status_kib
+_reset_peak = records.reset_peak_rss
 
 
 def _stage(fn):

@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_step import cpu_model, loadavg  # noqa: E402
+from labeldp import records  # noqa: E402
 
 #: 000 Table 11, Criteo Attribution (Table 7), k = 5, one epoch on one NVIDIA A100 (seconds).
 PAPER = {"dpsgd": 205.67, "labeldp_pro": 315.69, "rr": 17.52}
@@ -104,17 +105,8 @@ def synthetic_users(users: int, k: int, *, seed: int) -> tuple[np.ndarray, np.nd
 # --------------------------------------------------------------------------------------
 
 
-def _status_kib(field: str) -> int:
-    m = re.search(rf"^{field}:\s+(\d+)\s+kB", Path("/proc/self/status").read_text(), re.M)
-    return int(m.group(1)) if m else -1
-
-
-def _reset_peak() -> bool:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
-        return True
-    except OSError:
-        return False
+_status_kib = records.proc_status_kib
+_reset_peak = records.reset_peak_rss
 
 
 def _cpu_seconds() -> float:

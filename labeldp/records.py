@@ -209,6 +209,27 @@ def machine_description(env: Mapping[str, Any]) -> str:
     return f"{env.get('cpu')} ({backend}{devices}, {env.get('cpu_count')} cpus)"
 
 
+def proc_status_kib(field: str) -> int:
+    """A ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...); -1 where unavailable."""
+    import re
+
+    try:
+        m = re.search(rf"^{field}:\s+(\d+)\s+kB", Path("/proc/self/status").read_text(), re.M)
+    except OSError:  # pragma: no cover - not Linux
+        return -1
+    return int(m.group(1)) if m else -1
+
+
+def reset_peak_rss() -> bool:
+    """Resets this process's ``VmHWM`` to its current RSS (``/proc/self/clear_refs``), so a later
+    ``proc_status_kib("VmHWM")`` is the peak of what ran since; False where that is impossible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
 def peak_rss_mib() -> float | None:
     """Peak resident memory of this process so far, MiB (``getrusage``; None where unavailable).
 
