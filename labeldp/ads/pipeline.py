@@ -135,7 +135,12 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
     from labeldp.ads.train import AdsTrainConfig, train_on_labels, train_user_level
 
     _check_binary(data, method)
-    check_options(spec, ADS_OPTIONS, method)
+    if method == "labeldp_pro":  # the variant's denoiser options go to the user-level AltConv
+        from labeldp.methods.labeldp_pro import OPTIONS as PRO_OPTIONS
+
+        check_options(spec, ADS_OPTIONS + PRO_OPTIONS, method)
+    else:
+        check_options(spec, ADS_OPTIONS, method)
     k = spec.options.get("examples_per_user")
     if k is None and method == "nonprivate":
         return _nonprivate_all_rows(data, spec)
@@ -174,7 +179,7 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
 
         if not spec.private:
             raise ValueError(f"dpsgd needs a finite epsilon, got {spec.epsilon}")
-        run_acc = account_run(spec, n=users)
+        run_acc = account_run(spec, n=users, amplification=bool(spec.options.get("amplification", True)))
         acc = run_acc.accounting
         cfg, model = _build_model(data, np.array([0.5]))  # bias 0: no unaccounted label statistic
         denoiser, n2 = (None, 0) if method == "dpsgd" else _user_denoiser(spec, k)

@@ -37,7 +37,29 @@ RELATION_SHORT = {"add_or_remove": "add/remove", "label_substitution": "label su
 def _fmt_num(v: float | None, metric: str) -> str:
     if v is None:
         return ""
-    return f"{v:.3f}" if metric == "test_auc" else f"{v:.1f}"
+    # AUC and 002's relative AUC loss (%) with the three decimals 002 prints
+    return f"{v:.3f}" if metric in ("test_auc", "relative_auc_loss_pct") else f"{v:.1f}"
+
+
+def derived_metric_line(res: TableResult) -> str | None:
+    """For a derived-metric table (002's relative AUC loss): how the metric is derived and the
+    AUC_np used (mean ± std over the non-private seeds), or that there is none; else None."""
+    from labeldp.report.tables import DERIVED_METRICS
+
+    metric = res.config["tables"][res.table]["metric"]
+    if metric not in DERIVED_METRICS:
+        return None
+    np_cell = res.nonprivate
+    if np_cell is not None and np_cell.status == "ok" and np_cell.mean is not None:
+        seeds = (f"{np_cell.n_seeds} of {np_cell.n_planned_seeds} planned seeds" if np_cell.n_missing
+                 else f"{np_cell.n_seeds} seed{'s' if np_cell.n_seeds != 1 else ''}")
+        auc_np = (f"AUC_np = {np_cell.mean:.4f} ± {np_cell.std or 0.0:.4f} (mean ± std over {seeds})"
+                  if np_cell.n_seeds > 1 else f"AUC_np = {np_cell.mean:.4f} ({seeds}: no std)")
+    else:
+        auc_np = "AUC_np: none (the non-private runs have no usable records, so no private cell has a number)"
+    return (f"metric: 002's relative AUC loss (%) = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np), computed per run "
+            f"from its test AUC, then mean ± std over seeds; AUC_np is the mean test AUC of this table's "
+            f"non-private runs; lower is better (bold: lowest loss); {auc_np}")
 
 
 def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = False) -> str:
@@ -144,6 +166,9 @@ def header_lines(res: TableResult) -> list[str]:
         f"- hardware: {'; '.join(hw)}",
         f"- code revisions of the records: {', '.join(rec_revs) or '-'}",
     ]
+    derived = derived_metric_line(res)
+    if derived:
+        lines.append(f"- {derived}")
     if options:
         lines.append(f"- method options of the runs: {'; '.join(options)}")
     units = sorted({(r.get("privacy") or {}).get("privacy_unit", "example") for r in recs})
@@ -172,16 +197,10 @@ def render_markdown(res: TableResult) -> str:
     out.append("")
     from labeldp.report.tables import DERIVED_METRICS
 
-    if metric in DERIVED_METRICS and res.nonprivate is not None:
-        np_ok = res.nonprivate.status == "ok"
-        out.append("Metric: 002's relative AUC loss (%), 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np), per run, "
-                   "with AUC_np the mean test AUC of this table's non-private runs"
-                   + (f" ({res.nonprivate.mean:.4f} over {res.nonprivate.n_seeds} seed(s))" if np_ok else " (none yet)")
-                   + "; lower is better.")
-        out.append("")
     if res.nonprivate is not None:
-        np_metric = DERIVED_METRICS.get(metric, metric)
-        out.append(f"Non-private reference: {cell_text(res.nonprivate, np_metric)}"
+        np_metric = DERIVED_METRICS.get(metric, metric)  # a derived metric's non-private row is its AUC
+        what = " (test AUC)" if metric in DERIVED_METRICS else ""
+        out.append(f"Non-private reference{what}: {cell_text(res.nonprivate, np_metric)}"
                    + (f" — {res.nonprivate.reason}" if res.nonprivate.status != 'ok' else ""))
         out.append("")
     rel_col = relation_column(res)
@@ -223,8 +242,13 @@ def render_latex(res: TableResult) -> str:
     heads = ["$\\epsilon$"] + ([f"$\\epsilon$ ({other})"] if rel_col else []) + [c.label.replace("_", r"\_") for c in res.columns]
     if tcfg.get("deltas"):
         heads += [r"$\Delta_{\mathrm{Baseline}}$", r"$\Delta_{\mathrm{DP\text{-}SGD}}$"]
-    lines = [f"% {res.table}: built from result records; regenerated (paper)",
-             r"\begin{tabular}{" + "l" * len(heads) + "}", r"\toprule", " & ".join(heads) + r" \\", r"\midrule"]
+    derived = derived_metric_line(res)
+    lines = [f"% {res.table}: built from result records; regenerated (paper)"]
+    if derived:
+        lines.append(f"% {derived}")
+        if res.nonprivate is not None:
+            lines.append(f"% non-private reference (test AUC): {cell_text(res.nonprivate, 'test_auc')}")
+    lines += [r"\begin{tabular}{" + "l" * len(heads) + "}", r"\toprule", " & ".join(heads) + r" \\", r"\midrule"]
     for e in res.epsilons:
         row = [format_eps(e)] + ([rel_col[e].split(" (")[0]] if rel_col else []) + [
             cell_text(res.cells[(c.id, e)], metric, bold=c.id in res.best[e], latex=True) for c in res.columns]
@@ -236,6 +260,8 @@ def render_latex(res: TableResult) -> str:
 
 
 def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
+    from labeldp.report.tables import DERIVED_METRICS
+
     tcfg = res.config["tables"][res.table]
     rows = []
     cells = list(res.cells.values()) + ([res.nonprivate] if res.nonprivate else [])
@@ -245,7 +271,9 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
         rows.append({
             "table": res.table, "paper_table": tcfg["paper_table"], "dataset": tcfg["dataset"],
             "column": cell.column, "method": col.method if col else "nonprivate",
-            "variant": col.variant if col else "default", "metric": tcfg["metric"],
+            "variant": col.variant if col else "default",
+            # a derived metric's non-private row holds its source metric (002: the AUC_np runs' AUC)
+            "metric": tcfg["metric"] if col else DERIVED_METRICS.get(tcfg["metric"], tcfg["metric"]),
             "epsilon": format_eps(cell.epsilon), "status": cell.status, "reason": cell.reason,
             "mean": cell.mean, "std": cell.std, "n_seeds": cell.n_seeds, "n_missing_seeds": cell.n_missing,
             "n_runs": cell.n_runs,

@@ -4,8 +4,9 @@ Built only from the tidy table CSVs (which are built only from the result record
 reference file). For each cell with both a regenerated mean and a published value it reports
 ``|regenerated - paper|`` and whether that is within the tolerance of the config
 (``tolerance``: accuracy ``max(accuracy_points, 2 std)`` points, AUC ``auc`` absolute, MSE
-``mse_relative`` of the paper's value). Per table it counts the cells within tolerance and
-evaluates the paper's qualitative claims, declared as data in the table's ``claims`` config::
+``mse_relative`` of the paper's value, and so is 002's relative AUC loss). Per table it counts
+the cells within tolerance and evaluates the paper's qualitative claims, declared as data in
+the table's ``claims`` config::
 
     claims:
       - {id: pro_beats_all_small_eps, text: "...", winner: labeldp_pro,
@@ -13,7 +14,8 @@ evaluates the paper's qualitative claims, declared as data in the table's ``clai
       - {id: rr_beats_pro_eps2, text: "...", winner: rr, losers: [labeldp_pro], epsilons: [2.0]}
 
 A claim "holds" when, at every epsilon in its scope, the winner's regenerated mean is above
-every loser's (below, for MSE); it is "not evaluable" when a cell it needs was not run, is
+every loser's (below, for an error metric of :data:`~labeldp.report.tables.LOWER_IS_BETTER`: MSE,
+002's relative AUC loss); it is "not evaluable" when a cell it needs was not run, is
 partial (fewer seeds than planned: its mean is not the one the claim is about), or is
 reference-only (invalid accounting) for the winner.
 
@@ -222,7 +224,7 @@ def render_markdown(config: Mapping[str, Any], cell_rows, summary, claims) -> st
     out = ["# Reproduction scorecard", "",
            f"- profile: {config['profile']} (grid `{config['grid']}`), seeds {config['seeds']}",
            f"- tolerance: accuracy max({tol['accuracy_points']} points, 2 std); AUC {tol['auc']}; "
-           f"MSE {tol['mse_relative']:.0%} of the paper's value",
+           f"MSE and relative AUC loss {tol['mse_relative']:.0%} of the paper's value",
            "- built only from the tables' tidy CSVs (themselves built only from result records and the "
            "published values); `not run` cells are counted, never scored", "",
            "## Per table", "",

@@ -16,7 +16,11 @@ Cell semantics:
 - a cell whose method or data is not available says ``not run`` and why;
 - a reference-only cell (invalid privacy accounting, e.g. SelfSpan with amplification) is
   marked ``†`` and excluded from the row's best and from the Delta columns;
-- every cell shows ``regenerated (paper)``.
+- every cell shows ``regenerated (paper)``;
+- a derived metric (:data:`DERIVED_METRICS`, 002's ``relative_auc_loss_pct``) is computed per
+  record from its ``test_auc`` and AUC_np, the mean ``test_auc`` of the table's non-private
+  cell (built first), before means, std and selection; without AUC_np every private cell is
+  ``not run`` and says why, never a number.
 """
 
 from __future__ import annotations
@@ -40,16 +44,21 @@ from labeldp.report.render import (  # noqa: F401
     NOT_RUN, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
     render_markdown, tidy_rows, write_atomic_text, write_csv)
 
+#: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
+#: mean; the scorecard's winner/loser claims read them the same way.
 LOWER_IS_BETTER = ("test_mse", "noisy_label_mse", "validation_noisy_mse", "relative_auc_loss_pct")
 #: Metrics derived from a record's metric and the table's non-private cell (paper 002):
 #: ``relative_auc_loss_pct = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np)`` from ``test_auc``.
 DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
+#: Why a private cell of a derived-metric table has no number when its non-private cell has no records.
+NO_NONPRIVATE_REFERENCE = "the non-private reference (needed for the relative AUC loss) has no records"
 
 
 def relative_auc_loss_pct(auc: float, auc_nonprivate: float) -> float:
     """002's relative AUC loss (%) of a model with ``auc`` against the non-private ``auc_nonprivate``."""
     return 100.0 * ((1.0 - auc) - (1.0 - auc_nonprivate)) / (1.0 - auc_nonprivate)
-"""Metrics (errors) for which the best configuration and the best cell of a row have the lowest mean."""
+
+
 BASELINE_IDS = ("rr", "rr_debiased", "lp_2st", "alibi")
 
 
@@ -135,9 +144,12 @@ def _metric(record: Mapping[str, Any], metric: str, auc_nonprivate: float | None
 
 def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
                ref: Sequence[Mapping[str, Any]], *, column_cfg: Mapping[str, Any] | None = None,
-               metric: str | None = None, auc_nonprivate: float | None = None) -> Cell:
+               metric: str | None = None, auc_nonprivate: float | None = None,
+               reference_reason: str = NO_NONPRIVATE_REFERENCE) -> Cell:
     """One cell; ``metric`` overrides the table's (the non-private cell of a derived metric is
-    built on its source metric), ``auc_nonprivate`` is the reference a derived metric needs."""
+    built on its source metric), ``auc_nonprivate`` is the reference a derived metric needs (each
+    record's ``test_auc`` becomes its relative loss before means, std and selection); without it
+    the cell is ``not run`` for ``reference_reason``."""
     tcfg = config["tables"][table]
     metric = metric or tcfg["metric"]
     k = (column_cfg or {}).get("ref_k")
@@ -149,7 +161,7 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
         cell.reason = why
         return cell
     if metric in DERIVED_METRICS and auc_nonprivate is None:
-        cell.reason = "the non-private reference (needed for the relative AUC loss) has no records"
+        cell.reason = reference_reason
         return cell
     runs = cell_runs(config, table, col, eps)
     by_hp: dict[str, list[dict]] = defaultdict(list)
@@ -212,6 +224,20 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     return cell
 
 
+def nonprivate_reference(np_cell: Cell | None) -> tuple[float | None, str]:
+    """AUC_np of a derived-metric table (the mean over its non-private cell's seeds), or None and
+    why not: no records, all diverged, or an AUC of 1 (the relative loss divides by 1 - AUC_np)."""
+    if np_cell is None or np_cell.status == NOT_RUN:
+        return None, NO_NONPRIVATE_REFERENCE
+    if np_cell.status != "ok" or np_cell.mean is None:
+        return None, (f"the non-private reference (needed for the relative AUC loss) has no usable records "
+                      f"({np_cell.reason or np_cell.status})")
+    if not np_cell.mean < 1.0:
+        return None, (f"the non-private reference has AUC {np_cell.mean:g}: the relative AUC loss "
+                      f"(divided by 1 - AUC_np) is undefined")
+    return np_cell.mean, ""
+
+
 def _ref_dataset(tcfg: Mapping[str, Any]) -> str:
     return tcfg["dataset"]
 
@@ -240,9 +266,11 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     source = DERIVED_METRICS.get(tcfg["metric"])
     if source is not None and np_col is None:
         raise ValueError(f"table {table}: metric {tcfg['metric']} is relative to the non-private model; set nonprivate: true")
+    # a derived metric's non-private cell is built first, on the source metric: its mean is AUC_np
     np_cell = build_cell(config, table, np_col, math.inf, ref, metric=source) if np_col else None
-    auc_np = np_cell.mean if (source is not None and np_cell is not None and np_cell.status == "ok") else None
-    cells = {(c.id, e): build_cell(config, table, c, e, ref, column_cfg=col_cfgs[c.id], auc_nonprivate=auc_np)
+    auc_np, why_np = nonprivate_reference(np_cell) if source is not None else (None, "")
+    cells = {(c.id, e): build_cell(config, table, c, e, ref, column_cfg=col_cfgs[c.id], auc_nonprivate=auc_np,
+                                   reference_reason=why_np or NO_NONPRIVATE_REFERENCE)
              for c in cols for e in eps_list}
     deltas: dict[tuple[str, float], float | None] = {}
     partial: set[tuple[str, float]] = set()
