@@ -61,7 +61,7 @@ column), one parsed block (at most ~8 x :data:`BLOCK_BYTES` = 64 MiB: raw bytes,
 column temporaries) and, while saving, the format's validation (:func:`labeldp.data.tabular.save_prepared_tabular`),
 which makes boolean temporaries of up to 26 bytes x ``n_train`` (~21 bytes per row);
 ``np.savez_compressed`` streams each array in 16 MiB pieces. Bound (:func:`expected_peak_increase_bytes`):
-peak RSS increase <= 164 x rows + 26 x n_train + 12 x distinct training values + 8 x BLOCK_BYTES + 64 MiB.
+peak RSS increase <= 164 x rows + 26 x n_train + 12 x distinct training values + 8 x BLOCK_BYTES + 96 MiB.
 For the full file (45,840,617 rows; ~30 million distinct training values over C1..C26, none dropped):
 7.52 + 0.95 + 0.36 + 0.12 = ~9.0 GB above the interpreter (the parts do not all coexist: the
 validation runs after the interning tables are freed; expect ~8.6 GB); plan for a 12 GB machine.
@@ -114,7 +114,7 @@ BLOCK_BYTES = 8 << 20  # bytes of complete lines parsed at a time (a parsed bloc
 BYTES_PER_ROW = 8 + 4 * len(NUMERICAL_FEATURES) + 4 * len(CATEGORICAL_FEATURES)  # 164: the prepared arrays
 VALIDATION_BYTES_PER_TRAIN_ROW = len(CATEGORICAL_FEATURES)  # bool temporaries of save_prepared_tabular
 BYTES_PER_DISTINCT_VALUE = 12  # interning table: int64 key + int32 id
-FIXED_OVERHEAD_BYTES = 64 << 20  # np.savez's 16 MiB write buffer and its copy, small tables, allocator slack (CI measured 0.1 MiB over 48)
+FIXED_OVERHEAD_BYTES = 96 << 20  # np.savez's 16 MiB write buffer and its copy, small tables, allocator slack (CI measured 0.1 MiB over 48)
 BLOCK_OVERHEAD_FACTOR = 8  # a parsed block (raw bytes, tokens, columns) holds at most ~8x BLOCK_BYTES
 MIN_ROWS = 10  # floor(0.1 n) >= 1: every split non-empty
 
@@ -134,7 +134,7 @@ def expected_peak_increase_bytes(n_rows: int, n_distinct: int = 0) -> int:
     """Upper bound on the preparation's peak RSS above the process's size before it (bytes):
     ``164 n_rows`` (the arrays) ``+ 26 n_train`` (validation temporaries when saving) ``+ 12 n_distinct``
     (interning tables; ``n_distinct`` = distinct training values summed over C1..C26) ``+ 8 BLOCK_BYTES``
-    (one parsed block) ``+ 64 MiB``. Full file (45,840,617 rows, ~30 million distinct values): ~9.0 GB."""
+    (one parsed block) ``+ 96 MiB``. Full file (45,840,617 rows, ~30 million distinct values): ~9.0 GB."""
     n_train = split_sizes(n_rows)[0]
     return int(BYTES_PER_ROW * n_rows + VALIDATION_BYTES_PER_TRAIN_ROW * n_train + BYTES_PER_DISTINCT_VALUE * n_distinct
                + BLOCK_OVERHEAD_FACTOR * BLOCK_BYTES + FIXED_OVERHEAD_BYTES)
