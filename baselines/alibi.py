@@ -49,7 +49,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "alibi"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image",)
+DATASET_KINDS = ("image", "features")
 
 MECHANISM = "alibi_laplace (Laplace(2/eps) on one-hot labels; pure eps-label-DP, each label noised once)"
 PRIOR_MODES = ("step", "epoch", "uniform")

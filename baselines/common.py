@@ -22,6 +22,7 @@ from labeldp.methods.base import PrivacyOutcome, RunSpec, check_options  # noqa:
 __all__ = [
     "STREAM_RANDOMIZED_RESPONSE",
     "STREAM_ALIBI",
+    "STREAM_RR_WITH_PRIOR",
     "STREAM_LP_2ST",
     "label_rng",
     "require_private",
@@ -35,6 +36,7 @@ __all__ = [
 # Stream ids of the label-noise generators (second entry of the SeedSequence entropy).
 STREAM_RANDOMIZED_RESPONSE = 1  # rr and rr_debiased (same noisy labels for the same seed)
 STREAM_ALIBI = 3
+STREAM_RR_WITH_PRIOR = 5  # rr_with_prior: the histogram noise, then RRWithPrior (one generator, in that order)
 STREAM_LP_2ST = 4
 
 

@@ -54,7 +54,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 NAME = "lp_2st"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0}
-DATASET_KINDS = ("image",)
+DATASET_KINDS = ("image", "features")
 
 MECHANISM = ("lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; "
              "pure eps-label-DP, each label queried once)")

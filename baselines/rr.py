@@ -19,7 +19,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "rr"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image", "tabular")  # tabular: binary ads data with users (labeldp.ads, 000 Table 7)
+DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data with users (labeldp.ads, 000 Table 7)
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 

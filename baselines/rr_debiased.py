@@ -22,7 +22,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "rr_debiased"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image",)
+DATASET_KINDS = ("image", "features")
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 

@@ -27,7 +27,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["MnistCNN", "CifarCNN", "ModelSpec", "build_model", "MODEL_FOR_DATASET", "num_params"]
+__all__ = ["MnistCNN", "CifarCNN", "LinearClassifier", "FEATURES_MODEL", "ModelSpec", "build_model", "MODEL_FOR_DATASET", "num_params"]
 
 
 class MnistCNN(nn.Module):
@@ -67,6 +67,21 @@ class CifarCNN(nn.Module):
         return nn.Dense(self.num_classes)(x)
 
 
+class LinearClassifier(nn.Module):
+    """A linear (softmax-regression) classifier on frozen representations: the classifier of the
+    Table 6 pipeline on SimCLR features (000 Section 5.3; the paper does not name the classifier's
+    architecture, and a linear head on a frozen encoder is the linear-probe protocol its 90.9%
+    non-private accuracy refers to). ``padding`` is accepted for a uniform builder and unused."""
+
+    num_classes: int = 10
+    padding: str = "SAME"
+
+    @nn.compact
+    def __call__(self, x: jax.Array, *, train: bool = False) -> jax.Array:
+        del train
+        return nn.Dense(self.num_classes)(x.reshape((x.shape[0], -1)))
+
+
 MODEL_FOR_DATASET = {
     "mnist": "mnist_cnn",
     "fashion_mnist": "mnist_cnn",
@@ -74,7 +89,11 @@ MODEL_FOR_DATASET = {
     "cifar10": "cifar_cnn",
 }
 
-_MODELS: dict[str, Callable[..., nn.Module]] = {"mnist_cnn": MnistCNN, "cifar_cnn": CifarCNN}
+#: The model of every features dataset (``<image dataset>_simclr``, :mod:`labeldp.feature_datasets`).
+FEATURES_MODEL = "linear"
+
+_MODELS: dict[str, Callable[..., nn.Module]] = {"mnist_cnn": MnistCNN, "cifar_cnn": CifarCNN,
+                                                "linear": LinearClassifier}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +133,8 @@ def build_model(
     """Builds a registered model.
 
     Args:
-      name: ``mnist_cnn`` (000 Table 10a) or ``cifar_cnn`` (000 Table 10b).
-      input_shape: shape (H, W, C) of one example.
+      name: ``mnist_cnn`` (000 Table 10a), ``cifar_cnn`` (000 Table 10b) or ``linear`` (on features).
+      input_shape: shape (H, W, C) of one example, or (D,) for features.
       num_classes: number of output logits K.
       padding: ``SAME`` (default, Flax's default) or ``VALID``.
 

@@ -15,11 +15,12 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from labeldp import feature_datasets
 from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
 
 # Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
-PREPARABLE_KINDS = ("image", "tabular")
+PREPARABLE_KINDS = ("image", "tabular", "features")
 # Datasets without a preparation module yet (name -> why), whose cells say "not run".
 _NOT_PREPARABLE: dict[str, str] = {}
 
@@ -33,8 +34,9 @@ DATASET_KINDS = {
     "criteo_search": "tabular",
     "census1940": "tabular",
     "rand_hie": "tabular",
-    "cifar10_simclr": "features",
 }
+# Every image dataset <base> also has a features dataset <base>_simclr (kind "features"): its
+# SimCLR representations (labeldp.feature_datasets); dataset_kind() knows them.
 
 _ABBREV = {
     "learning_rate": "lr",
@@ -48,6 +50,7 @@ _ABBREV = {
     "mixup_alpha1": "mix1a",
     "mixup_alpha2": "mix2a",
     "mesh_size": "mesh",
+    "num_clusters": "nclu",
 }
 
 
@@ -124,6 +127,9 @@ class Column:
     validation: bool = False
     fixed_hparams: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     hparam_filter: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # a published value quoted from another paper (e.g. PATE-FM in 000 Table 6): its source; such a
+    # column is never run, its cells show the quoted value labelled as quoted
+    quoted: str | None = None
 
 
 def columns(table_cfg: Mapping[str, Any]) -> list[Column]:
@@ -141,6 +147,7 @@ def columns(table_cfg: Mapping[str, Any]) -> list[Column]:
                 validation=bool(c.get("validation", False)),
                 fixed_hparams=dict(c.get("fixed_hparams", {})),
                 hparam_filter=dict(c.get("hparam_filter", {})),
+                quoted=c.get("quoted"),
             )
         )
     return out
@@ -152,8 +159,18 @@ def data_mirror(config: Mapping[str, Any]) -> str | None:
     return str(m) if m else None
 
 
+def dataset_kind(dataset: str) -> str | None:
+    """``image`` / ``tabular`` (:data:`DATASET_KINDS`), ``features`` for ``<image dataset>_simclr``,
+    None for an unknown dataset."""
+    if dataset in DATASET_KINDS:
+        return DATASET_KINDS[dataset]
+    return feature_datasets.FEATURES_KIND if feature_datasets.features_base(dataset, DATASET_KINDS) else None
+
+
 def dataset_cfg(config: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
-    return (config.get("datasets") or {}).get(dataset) or {}
+    """``datasets.<dataset>`` of the config; a features dataset follows its base image dataset's."""
+    base = feature_datasets.features_base(dataset, DATASET_KINDS)
+    return (config.get("datasets") or {}).get(base or dataset) or {}
 
 
 RAW_SUBDIRS = {"official": "raw", "standin": "standin"}
@@ -190,16 +207,22 @@ def data_source(config: Mapping[str, Any], dataset: str) -> str:
     return "standin" if dataset_cfg(config, dataset).get("standin") else "official"
 
 
+def data_tag(config: Mapping[str, Any], dataset: str) -> str:
+    """``<source>-<size>`` of a dataset's prepared file (``official-full``, ``standin-n512``)."""
+    sub = dataset_cfg(config, dataset).get("subset")
+    return data_source(config, dataset) + (f"-n{sub}" if sub else "-full")
+
+
 def prepared_path(config: Mapping[str, Any], dataset: str) -> str:
-    d = dataset_cfg(config, dataset)
-    tag = data_source(config, dataset)
-    sub = d.get("subset")
-    tag += f"-n{sub}" if sub else "-full"
-    return str(Path(config["data_dir"]) / "prepared" / f"{dataset}-{tag}.npz")
+    """The file a run on ``dataset`` loads: the prepared arrays, or for a features dataset the
+    features file of the configured SimCLR encoder (:mod:`labeldp.feature_datasets`)."""
+    if feature_datasets.features_base(dataset, DATASET_KINDS):
+        return feature_datasets.features_path(config, dataset, data_tag(config, dataset))
+    return str(Path(config["data_dir"]) / "prepared" / f"{dataset}-{data_tag(config, dataset)}.npz")
 
 
 def dataset_runnable(config: Mapping[str, Any], dataset: str) -> tuple[bool, str]:
-    kind = DATASET_KINDS.get(dataset)
+    kind = dataset_kind(dataset)
     if kind is None:
         return False, f"unknown dataset {dataset!r}"
     if kind not in PREPARABLE_KINDS or dataset in _NOT_PREPARABLE:
@@ -322,13 +345,15 @@ def table_relation(config: Mapping[str, Any], table: str) -> str:
 def cell_status(config: Mapping[str, Any], table: str, column: Column) -> tuple[bool, str]:
     """Whether a column can run here, and if not, why (shown in the table)."""
     tcfg = config["tables"][table]
+    if column.quoted:
+        return False, f"quoted from {column.quoted}, not run here"
     ok, why = dataset_runnable(config, tcfg["dataset"])
     if not ok:
         return False, why
     if not registry.is_implemented(column.method):
         return False, f"method {column.method} not implemented yet"
     mod = registry.get_method(column.method)
-    if DATASET_KINDS[tcfg["dataset"]] not in mod.DATASET_KINDS:
+    if dataset_kind(tcfg["dataset"]) not in mod.DATASET_KINDS:
         return False, f"method {column.method} does not support {tcfg['dataset']} yet"
     return True, ""
 
@@ -410,8 +435,9 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
     for table, tcfg in config["tables"].items():
         ds = tcfg["dataset"]
-        if ds not in DATASET_KINDS:
-            raise ConfigError(f"tables.{table}.dataset: unknown dataset {ds!r}; known: {sorted(DATASET_KINDS)}")
+        if dataset_kind(ds) is None:
+            raise ConfigError(f"tables.{table}.dataset: unknown dataset {ds!r}; known: {sorted(DATASET_KINDS)} "
+                              f"and <image dataset>{feature_datasets.FEATURES_SUFFIX} (SimCLR features)")
         for i, eps in enumerate(tcfg.get("epsilons", [])):
             if not float(eps) > 0:
                 raise ConfigError(f"tables.{table}.epsilons[{i}] = {eps}: epsilon must be > 0")
@@ -436,4 +462,6 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         grid_for(config, tcfg)
     for ds in (config.get("datasets") or {}):
         if ds not in DATASET_KINDS:
-            raise ConfigError(f"datasets.{ds}: unknown dataset; known: {sorted(DATASET_KINDS)}")
+            hint = (f" (a features dataset follows datasets.{feature_datasets.features_base(ds, DATASET_KINDS)}; "
+                    "set subset/standin there)" if dataset_kind(ds) else "")
+            raise ConfigError(f"datasets.{ds}: unknown dataset; known: {sorted(DATASET_KINDS)}{hint}")

@@ -55,6 +55,8 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
             "n_train": int(data.x_train.shape[0]),
             "n_test": int(data.x_test.shape[0]),
             "subset": getattr(data, "subset", None),
+            # a features dataset's frozen encoder (labeldp.feature_datasets): config, epochs, linear probe
+            **({"encoder": data.metadata["encoder"]} if (getattr(data, "metadata", None) or {}).get("encoder") else {}),
         },
         "method": spec.method,
         "variant": spec.variant,

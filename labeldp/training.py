@@ -72,8 +72,12 @@ class TrainResult:
 
 
 def to_float_images(x: np.ndarray) -> np.ndarray:
-    """uint8 NHWC images -> float32 in [0, 1]."""
-    return np.asarray(x, dtype=np.float32) / 255.0
+    """uint8 NHWC images -> float32 in [0, 1]; float inputs (a features dataset's representations,
+    :mod:`labeldp.feature_datasets`) are returned as float32 unchanged."""
+    x = np.asarray(x)
+    if np.issubdtype(x.dtype, np.floating):
+        return x.astype(np.float32, copy=False)
+    return x.astype(np.float32) / 255.0
 
 
 def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:

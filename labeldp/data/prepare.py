@@ -91,6 +91,12 @@ class PreparedData:
     def input_shape(self) -> tuple[int, ...]:
         return tuple(self.x_train.shape[1:])
 
+    @property
+    def kind(self) -> str:
+        """``image`` (uint8 NHWC images) or ``features`` (float32 (n, D) SimCLR representations of an
+        image dataset, :mod:`labeldp.feature_datasets`; the same layout otherwise)."""
+        return str(self.metadata.get("kind", "image"))
+
 
 def _raw_file(raw_dir: Path, filename: str) -> Path:
     """The raw file, also accepting the un-gzipped name (as torchvision leaves them)."""
@@ -252,8 +258,8 @@ def prepare_image_dataset(
 
 
 def load_prepared(path: str | os.PathLike):
-    """Load an ``.npz`` written by :func:`prepare_image_dataset` (a :class:`PreparedData`) or by a
-    tabular preparation (a :class:`labeldp.data.tabular.PreparedTabular`); no pickles."""
+    """Load an ``.npz`` written by :func:`prepare_image_dataset` or :mod:`labeldp.ssl.features` (a
+    :class:`PreparedData`, of kind ``image`` or ``features``) or by a tabular preparation (a :class:`labeldp.data.tabular.PreparedTabular`); no pickles."""
     with np.load(Path(path), allow_pickle=False) as npz:
         if "metadata" in npz.files and json.loads(str(npz["metadata"][()])).get("kind") == "tabular":
             from .tabular import load_prepared_tabular

@@ -7,12 +7,15 @@ from typing import Any
 import numpy as np
 
 from labeldp.methods.base import RunSpec
-from labeldp.models import MODEL_FOR_DATASET, ModelSpec, build_model
+from labeldp.models import FEATURES_MODEL, MODEL_FOR_DATASET, ModelSpec, build_model
 from labeldp.training import TrainConfig, accuracy_pct, audit_log_probs, to_float_images, train_weighted
 
 
 def build_model_for(data) -> ModelSpec:
-    """The 000 Table 10 model for a prepared image dataset."""
+    """The 000 Table 10 model for a prepared image dataset; the linear classifier for a features
+    dataset (SimCLR representations, 000 Table 6)."""
+    if getattr(data, "kind", "image") == "features":
+        return build_model(FEATURES_MODEL, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
     if data.name not in MODEL_FOR_DATASET:
         raise ValueError(f"no Table 10 model for dataset {data.name!r}; known: {sorted(MODEL_FOR_DATASET)}")
     return build_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),

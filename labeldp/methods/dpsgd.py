@@ -11,7 +11,7 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 
 NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
-DATASET_KINDS = ("image", "tabular")  # tabular: binary ads data, per-user gradients (labeldp.ads)
+DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, per-user gradients (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 OPTIONS = ("amplification",)
 

@@ -21,7 +21,7 @@ from labeldp.methods.base import MethodResult, RunSpec, check_options
 
 NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
-DATASET_KINDS = ("image", "tabular")  # tabular: binary ads data, user-level AltConv (labeldp.ads)
+DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, user-level AltConv (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 _HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
                  "projection_tol")

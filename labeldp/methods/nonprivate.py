@@ -11,7 +11,7 @@ from labeldp.methods.base import NON_PRIVATE, MethodResult, RunSpec
 
 NAME = "nonprivate"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image", "tabular")
+DATASET_KINDS = ("image", "tabular", "features")
 
 
 def run(data, spec: RunSpec) -> MethodResult:

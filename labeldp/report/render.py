@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from labeldp.report.tables import Cell, TableResult
 
 NOT_RUN = "not run"
+QUOTED = "quoted"  # a cell showing another paper's published value (a column with `quoted: <source>`)
 RELATION_TEXT = {
     "add_or_remove": "add-or-remove-one (the paper's convention, 000 Section 3.4)",
     "label_substitution": "label substitution (one example's label changes: label DP exactly, 000 Definition 2; "
@@ -64,6 +65,8 @@ def derived_metric_line(res: TableResult) -> str | None:
 
 def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = False) -> str:
     paper = f" ({_fmt_num(cell.paper, metric)})" if cell.paper is not None else " (paper: -)"
+    if cell.status == QUOTED:  # another paper's published value (e.g. PATE-FM, Malek et al. 2021)
+        return f"quoted: {_fmt_num(cell.paper, metric)}" if cell.paper is not None else "quoted: -"
     if cell.status == NOT_RUN:
         return f"{NOT_RUN}{paper}"
     if cell.status == "all diverged":
@@ -134,6 +137,19 @@ def relation_column(res: "TableResult") -> dict[float, str] | None:
     return out if any_family else None
 
 
+def encoder_text(enc: Mapping[str, Any]) -> str:
+    """One line on the frozen encoder of a features dataset (records' ``dataset.encoder``)."""
+    pre = enc.get("pretrain") or {}
+    cfg = pre.get("config") or {}
+    probe = enc.get("linear_probe_test_accuracy_pct")
+    return (f"SimCLR ResNet-18 (CIFAR stem, width {cfg.get('width', '?')}), {pre.get('epochs_completed', '?')} "
+            f"pre-training epochs (000 D.2: 1,000), batch {cfg.get('batch_size', '?')}, final NT-Xent loss "
+            f"{pre.get('final_loss', float('nan')):.3f}, on {pre.get('device', '?')}; representation dim "
+            f"{enc.get('representation_dim', '?')}; non-private linear probe "
+            + (f"{probe:.1f}%" if isinstance(probe, (int, float)) else "-") + " (000: 90.9% on CIFAR-10); encoder "
+            f"sha256 {str(enc.get('sha256', '?'))[:12]}")
+
+
 def header_lines(res: TableResult) -> list[str]:
     cfg = res.config
     tcfg = cfg["tables"][res.table]
@@ -161,7 +177,7 @@ def header_lines(res: TableResult) -> list[str]:
         f"**{RELATION_TEXT[table_relation(cfg, res.table)]}**; the column "
         f"\"eps ({RELATION_SHORT[OTHER_RELATION[table_relation(cfg, res.table)]]})\" gives the same runs' eps under "
         f"{OTHER_RELATION[table_relation(cfg, res.table)].replace('_', ' ')} (max over the row's reported DP-SGD-family "
-        f"runs, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI) are exactly "
+        f"runs, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI, RRWithPrior) are exactly "
         f"eps-label-DP under label substitution in every table (docs/privacy_relations.md)",
         f"- hardware: {'; '.join(hw)}",
         f"- code revisions of the records: {', '.join(rec_revs) or '-'}",
@@ -177,6 +193,11 @@ def header_lines(res: TableResult) -> list[str]:
                      "eps / k on each of a user's k labels (group privacy); DP-SGD clips each user's summed gradient "
                      "as one unit and samples users; eps and both relations above are at the user level"
                      + ("" if units == ["user"] else f" (records of units {units} are mixed in this table)"))
+    for enc in sorted({json.dumps(r["dataset"]["encoder"], sort_keys=True) for r in recs if r["dataset"].get("encoder")}):
+        lines.append("- features: " + encoder_text(json.loads(enc)))
+    for col in res.columns:
+        if col.quoted:
+            lines.append(f"- {col.label}: quoted from {col.quoted}; not run here, never bold, not in any claim")
     if any(r["dataset"]["source"] != "official" for r in recs):
         lines.append("- **WARNING: some runs use SYNTHETIC stand-in data (smoke profile); their numbers are "
                      "not comparable to the paper.**")

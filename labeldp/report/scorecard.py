@@ -14,7 +14,7 @@ the table's ``claims`` config::
       - {id: rr_beats_pro_eps2, text: "...", winner: rr, losers: [labeldp_pro], epsilons: [2.0]}
 
 A claim "holds" when, at every epsilon in its scope, the winner's regenerated mean is above
-every loser's (below, for an error metric of :data:`~labeldp.report.tables.LOWER_IS_BETTER`: MSE,
+every loser's (by at least ``min_margin`` metric units when the claim gives one: 001's "far above") (below, for an error metric of :data:`~labeldp.report.tables.LOWER_IS_BETTER`: MSE,
 002's relative AUC loss); it is "not evaluable" when a cell it needs was not run, is
 partial (fewer seeds than planned: its mean is not the one the claim is about), or is
 reference-only (invalid accounting) for the winner.
@@ -161,6 +161,7 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
             return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
         return _evaluate_agreement(table, claim, cells, scope)
     lower_better = metric in LOWER_IS_BETTER
+    margin = float(claim.get("min_margin", 0.0))  # "far above": by at least this much (metric units)
     missing, failures = [], []
     if not scope:
         return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
@@ -179,8 +180,9 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
                 missing.append(why)
                 continue
             lm = float(lc["mean"])
-            if not ((wm < lm) if lower_better else (wm > lm)):
-                failures.append(f"eps {e:g}: {claim['winner']} {wm:.4g} vs {loser} {lm:.4g}")
+            if not ((wm < lm - margin) if lower_better else (wm > lm + margin)):
+                failures.append(f"eps {e:g}: {claim['winner']} {wm:.4g} vs {loser} {lm:.4g}"
+                                + (f" (needs a margin of {margin:g})" if margin else ""))
     if failures:
         return ClaimResult(table, claim["id"], claim.get("text", ""), "fails", "; ".join(failures))
     if missing:

@@ -41,7 +41,7 @@ from labeldp.plan import (Column, calibration_relation, cell_runs, cell_status, 
                           table_epsilons)
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
 from labeldp.report.render import (  # noqa: F401
-    NOT_RUN, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
+    NOT_RUN, QUOTED, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
     render_markdown, tidy_rows, write_atomic_text, write_csv)
 
 #: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
@@ -66,7 +66,7 @@ BASELINE_IDS = ("rr", "rr_debiased", "lp_2st", "alibi")
 class Cell:
     column: str
     epsilon: float
-    status: str  # "ok" | "not run" | "all diverged"
+    status: str  # "ok" | "not run" | "all diverged" | "quoted"
     reason: str = ""
     mean: float | None = None
     std: float | None = None
@@ -158,6 +158,10 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     cell.paper = paper_value(ref, table=tcfg["paper_table"], dataset=_ref_dataset(tcfg), method=col.ref_method,
                              variant=col.ref_variant, epsilon=eps, k=k, metric=metric)
     ok, why = cell_status(config, table, col)
+    if col.quoted:  # a value quoted from another paper: shown as such, never run, never the row's best
+        cell.status = QUOTED
+        cell.reason = why
+        return cell
     if not ok:
         cell.reason = why
         return cell

@@ -280,8 +280,9 @@ def test_registry_finds_method(module):
 
     assert get_method(module.NAME) is module
     assert module.HYPERPARAMETERS == ("learning_rate", "epochs", "batch_size")
-    # rr also runs on binary ads data with users (000 Table 7, labeldp.ads): "tabular"
-    assert module.DATASET_KINDS == (("image", "tabular") if module.NAME == "rr" else ("image",))
+    # rr also runs on binary ads data with users (000 Table 7, labeldp.ads): "tabular"; every label
+    # baseline runs on SimCLR features of an image dataset (000 Table 6): "features"
+    assert module.DATASET_KINDS == (("image", "tabular", "features") if module.NAME == "rr" else ("image", "features"))
 
 
 def _fake_data(n_train=256, n_test=128, k=10, seed=0):

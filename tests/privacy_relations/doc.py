@@ -26,7 +26,7 @@ EXPECTED_IDS = {
     "regression_laplace", "regression_staircase", "regression_rr_on_bins",
     "regression_optimal_unbiased", "regression_prior",
     "laplace", "laplace_clipped", "staircase", "staircase_clipped", "rr_on_bins", "optimal_unbiased",
-    "kmeans_priors",
+    "kmeans_priors", "rr_with_prior_kmeans",
     "rr_user_level", "dpsgd_user_level", "labeldp_pro_user_level", "hybrid", "hybrid_rr", "hybrid_dpsgd",
 }
 LABEL_ONLY = {"label_substitution"}

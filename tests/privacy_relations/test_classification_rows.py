@@ -181,3 +181,59 @@ def test_row_alibi(monkeypatch):
     assert len(calls) == 1 and calls[0]["epsilon"] == eps
     np.testing.assert_allclose(soft, C.alibi_posterior(z2, None, epsilon=eps))
     assert_pure_label_dp_record(alibi, r)
+
+
+def _prior_from_noisy(z: np.ndarray) -> np.ndarray:
+    """001 Algorithm 4 step 4(c) on one released row: max(z, 0) normalised, uniform when all are 0."""
+    c = np.maximum(z, 0).astype(np.float64)
+    return c / c.sum() if c.sum() > 0 else np.full(z.shape, 1.0 / z.size)
+
+
+@pytest.mark.parametrize("eps,eps_p", [(0.01, 0.005), (0.18, 0.05), (0.5, 0.1), (1.6, 0.1)])
+def test_row_rr_with_prior_kmeans(eps, eps_p):
+    """The whole release of baselines/rr_with_prior.py, exactly, on a small data set: one cluster of
+    n = 3 examples with K = 3 classes. Output = (noisy histogram z, noisy labels o). For every label
+    vector y, every neighbour y' (one label changed), every o and every z in a window, the
+    probability ratio is at most e^eps with eps = eps_p + eps_r (000 Table 9's split); it is attained
+    up to the window's edge (the bound is tight, not loose)."""
+    import itertools
+
+    from baselines import rr_with_prior
+
+    r = row("rr_with_prior_kmeans")
+    assert_label_only_row(r)
+    assert {"L1=2", "pairwise"} <= set(sensitivity_tokens(r))
+    assert rr_with_prior.prior_epsilon([[eps, eps_p]], eps) == eps_p
+    eps_r = eps - eps_p
+    k, n = 3, 3
+    a = C.discrete_laplace_parameter(epsilon=eps_p)  # the histogram noise the mechanism draws
+    assert a == eps_p / 2
+    window = np.arange(-4, n + 5)
+    zs = np.array(list(itertools.product(window, repeat=k)))  # (Z, K) noisy histograms
+    # M(z)[y, o]: RRWithPrior's transition matrix at the prior released by z (the library's own matrix)
+    mats = np.stack([C.rr_with_prior_probabilities(_prior_from_noisy(z), epsilon=eps_r) for z in zs])
+    outputs = np.array(list(itertools.product(range(k), repeat=n)))  # (O, n) noisy label vectors
+
+    def log_prob(y):  # (Z, O): log P[z, o | labels y], with scipy's dlaplace as the independent pmf
+        h = np.bincount(y, minlength=k)
+        log_hist = stats.dlaplace.logpmf(zs - h, a).sum(axis=1)
+        with np.errstate(divide="ignore"):  # RR-top-k gives outputs outside the top k probability 0
+            log_rr = sum(np.log(mats[:, y[i], outputs[:, i]]) for i in range(n))
+        return log_hist[:, None] + log_rr
+
+    worst = 0.0
+    for y in itertools.product(range(k), repeat=n):
+        y = np.array(y)
+        base = log_prob(y)
+        for i in range(n):
+            for alt in range(k):
+                if alt == y[i]:
+                    continue
+                y2 = y.copy()
+                y2[i] = alt
+                other = log_prob(y2)
+                both_impossible = np.isneginf(base) & np.isneginf(other)  # the same support: no ratio
+                assert not np.any(np.isneginf(base) ^ np.isneginf(other)), "supports differ: unbounded ratio"
+                worst = max(worst, float(np.max(np.abs(base[~both_impossible] - other[~both_impossible]))))
+    assert worst <= eps + 1e-9
+    assert worst >= 0.9 * eps  # tight: the composition bound is what the mechanism spends

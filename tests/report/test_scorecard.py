@@ -129,3 +129,13 @@ def test_partial_cells_make_a_claim_not_evaluable_never_hold_or_fail():
     assert S.evaluate_claim("t", agree, rows, "test_accuracy_pct").verdict == "not evaluable"
     complete = [{**_row("pro", 0.1, 90.0), "n_missing_seeds": "0"}, _row("sgd", 0.1, 85.0)]
     assert S.evaluate_claim("t", full, complete, "test_accuracy_pct").verdict == "holds"
+
+
+def test_min_margin_makes_far_above_a_stronger_claim_than_above():
+    rows = [_row("rrp", 0.1, 50.0), _row("rr", 0.1, 35.0), _row("rrp", 0.5, 78.0), _row("rr", 0.5, 6.0)]
+    above = {"id": "c", "winner": "rrp", "losers": ["rr"], "eps_max": 0.5}
+    far = {**above, "min_margin": 20}
+    assert S.evaluate_claim("t", above, rows, "test_accuracy_pct").verdict == "holds"
+    res = S.evaluate_claim("t", far, rows, "test_accuracy_pct")
+    assert res.verdict == "fails" and "eps 0.1" in res.detail and "margin of 20" in res.detail
+    assert "eps 0.5" not in res.detail

@@ -353,3 +353,17 @@ def test_header_names_the_relation_and_the_column_gives_the_other_eps(cfg, monke
     md2 = tables.render_markdown(tables.build_table(cfg, "table5_mnist"))
     assert "met under **label substitution" in md2
     assert next(line for line in md2.splitlines() if line.startswith("| eps |")).startswith("| eps | eps (add/remove) |")
+
+
+def test_a_quoted_column_shows_the_published_value_labelled_never_a_number_of_ours(tmp_path):
+    from labeldp.report.render import cell_text
+
+    c = repo_config(results_dir=str(tmp_path / "results"))
+    col = {x.id: x for x in plan.columns(c["tables"]["table6"])}["pate_fm"]
+    ref = tables.load_reference(c["reference_dir"])
+    cell = tables.build_cell(c, "table6", col, 0.18, ref)
+    assert cell.status == "quoted" and cell.mean is None and cell.paper == 73.4
+    assert cell_text(cell, "test_accuracy_pct") == "quoted: 73.4"
+    absent = tables.build_cell(c, "table6", col, 0.01, ref)  # 000 Table 6 quotes no PATE-FM value at 0.01
+    assert cell_text(absent, "test_accuracy_pct") == "quoted: -"
+    assert "quoted from Malek et al. (2021)" in cell.reason
