@@ -19,7 +19,7 @@ def test_default_and_profile_configs_are_valid():
 
 
 @pytest.mark.parametrize("files", [("cpu_report.yaml",), ("gpu_report.yaml",),
-                                   ("gpu_report.yaml", "gpu_report_ablation.yaml")])
+                                   ("gpu_report.yaml", "gpu_report_ablation.yaml"), ("table6_fashion_mnist_cpu.yaml",)])
 def test_dated_report_configs_are_valid_and_plan(files):
     """The committed report configs validate and plan; the ablation's FISTA column lands on the
     committed ablation records' paths."""

@@ -19,10 +19,11 @@ from labeldp.methods import registry
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SMOKE = REPO / "workflow/config/smoke.yaml"
-TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6", "table7",
+TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6",
+          "table6_fashion_mnist", "table7",
           "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5"]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
-STANDIN_DATASETS = ("cifar10", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
+STANDIN_DATASETS = ("cifar10", "cifar10_simclr", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
 
 
 def _smk(workdir: Path, *args: str, mirror: Path, check=True, timeout=2400, extra_config=()):
@@ -143,6 +144,19 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         assert "relative AUC loss" in (rep / f"tables/{t}.md").read_text()
     assert all(r["status"] == "not run" and "not implemented" in r["reason"]
                for r in _rows(rep / "tables/hybrid_table3.csv") if r["column"] != "nonprivate")
+    # 000 Table 6: SimCLR features (pre-trained by the same rules on the CIFAR-10 stand-in and on real
+    # FashionMNIST), every method ran on them, PATE-FM is quoted, the encoder is stated
+    for t, dataset in (("table6", "cifar10"), ("table6_fashion_mnist", "fashion_mnist")):
+        rows = [r for r in _rows(rep / f"tables/{t}.csv") if r["column"] != "pate_fm"]
+        assert rows and all(r["status"] == "ok" and 0.0 <= float(r["mean"]) <= 100.0 for r in rows), (t, rows)
+        text = (rep / f"tables/{t}.md").read_text()
+        assert "features: SimCLR ResNet-18" in text and "linear probe" in text, text[:3000]
+        assert ("SYNTHETIC" in text) == (t == "table6")
+        pre = list((work / "results/smoke/ssl").glob(f"{dataset}-*/*/pretrain.json"))
+        assert len(pre) == 1 and json.loads(pre[0].read_text())["loss_curve"], pre
+    quoted = {float(r["epsilon"]): r for r in _rows(rep / "tables/table6.csv") if r["column"] == "pate_fm"}
+    assert quoted[0.18]["status"] == "quoted" and float(quoted[0.18]["paper"]) == 73.4
+    assert "quoted: 73.4" in (rep / "tables/table6.md").read_text()
     # 003's regression outputs: every randomizer ran on the synthetic stand-ins, and says so
     for f in FIGURES:
         rows = _rows(rep / f"figures/{f}.csv")
@@ -172,6 +186,13 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
             assert abs(d["epsilon1"] + d["epsilon2"] - rec["config"]["run_spec"]["epsilon"]) < 1e-9
         if rec["dataset"]["name"] == "criteo_attribution" and rec["config"]["run_spec"]["options"].get("examples_per_user"):
             assert rec["privacy"]["privacy_unit"] == "user"
+        if rec["method"] == "rr_with_prior":  # 000 Table 9's split of eps, composed back to eps
+            d = rec["details"]
+            table9 = {0.18: 0.05, 1.6: 0.1}
+            assert d["prior_epsilon"] == table9[rec["config"]["run_spec"]["epsilon"]]
+            assert abs(d["prior_epsilon"] + d["rr_epsilon"] - rec["privacy"]["epsilon"]) < 1e-9
+        if rec["dataset"]["name"].endswith("_simclr"):
+            assert rec["dataset"]["encoder"]["sha256"] and rec["dataset"]["encoder"]["pretrain"]
         if rec["method"] in ("rr_on_bins", "optimal_unbiased"):
             d = rec["details"]
             assert d["epsilon1"] > 0 and abs(d["epsilon1"] + d["epsilon2"] - rec["privacy"]["epsilon"]) < 1e-9
