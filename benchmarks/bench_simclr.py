@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CONFIGS = [((28, 28, 1), 8), ((28, 28, 1), 16), ((28, 28, 1), 64), ((32, 32, 3), 8), ((32, 32, 3), 64)]
+CPU_WIDTHS = (8, 16)  # width 64 takes minutes per step on a 2-core CPU: only with --widths 64 there
 
 
 def _median_seconds(fn, reps: int) -> float:
@@ -84,7 +85,8 @@ def main() -> int:
 
     backend = jax.default_backend()
     load0 = os.getloadavg()
-    rows = [measure(s, w, args.batch, args.reps) for s, w in CONFIGS if not args.widths or w in args.widths]
+    widths = args.widths or (CPU_WIDTHS if backend == "cpu" else [w for _, w in CONFIGS])
+    rows = [measure(s, w, args.batch, args.reps) for s, w in CONFIGS if w in widths]
     load1 = os.getloadavg()
     dev = jax.devices()[0]
     meta = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "backend": backend,
