@@ -26,7 +26,7 @@ from labeldp import records  # noqa: E402
 
 def summarize(results_dir: Path) -> list[dict]:
     groups = defaultdict(list)
-    for p in sorted(results_dir.rglob("*.json")):
+    for p in records.record_paths(results_dir):
         r = records.read_record(p)
         opts = (r.get("config") or {}).get("run_spec", {}).get("options") or {}
         key = (records.machine_description(r["environment"]), r["dataset"]["name"], r["method"], r["variant"],

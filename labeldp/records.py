@@ -312,6 +312,13 @@ def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     return write_json_atomic(path, dict(record))
 
 
+def record_paths(results_dir: str | os.PathLike) -> list[Path]:
+    """Every run record under a results directory, sorted: its ``*.json`` files except those of the
+    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), which are not runs."""
+    root = Path(results_dir)
+    return sorted(p for p in root.rglob("*.json") if "ssl" not in p.relative_to(root).parts[:1])
+
+
 def read_record(path: str | os.PathLike) -> dict[str, Any]:
     with open(path) as f:
         record = json.load(f)

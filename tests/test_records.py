@@ -196,3 +196,14 @@ def test_a_privacy_outcome_must_state_its_relation():
     d = PrivacyOutcome(epsilon=1.0, delta=0.0, mechanism="m", neighboring_relation="label_substitution").to_dict(
         target_epsilon=1.0)
     assert d["epsilon_by_relation"] == {"label_substitution": 1.0}
+
+
+def test_record_paths_skip_the_simclr_pretraining_files(tmp_path):
+    from labeldp.records import record_paths
+
+    (tmp_path / "mnist/rr/default/eps1.0/hp").mkdir(parents=True)
+    (tmp_path / "mnist/rr/default/eps1.0/hp/seed0.json").write_text("{}")
+    (tmp_path / "ssl/mnist-official-full/simclr-x/checkpoints/1").mkdir(parents=True)
+    (tmp_path / "ssl/mnist-official-full/simclr-x/pretrain.json").write_text("{}")
+    (tmp_path / "ssl/mnist-official-full/simclr-x/checkpoints/1/_METADATA.json").write_text("{}")
+    assert record_paths(tmp_path) == [tmp_path / "mnist/rr/default/eps1.0/hp/seed0.json"]

@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     if not Path(d).is_dir():
       print(f"error: {d} is not a directory of result records", file=sys.stderr)
       return 2
-    for path in sorted(Path(d).rglob("*.json")):
+    for path in records.record_paths(d):
       rec, did = reaccount_record(records.read_record(path), revision=revision)
       if did:
         changed += 1
