@@ -20,7 +20,7 @@ def _audit_run(wc):
 
 rule audit_run:
     input:
-        data=lambda wc: _audit_run(wc).prepared_path,
+        data=lambda wc: ancient(_audit_run(wc).prepared_path),  # as in train.smk
     output:
         f"{AUDIT_RESULTS}/{{run}}.json",
     wildcard_constraints:

@@ -12,7 +12,10 @@ def _run(wc):
 
 rule train:
     input:
-        data=lambda wc: _run(wc).prepared_path,
+        # ancient(): a record is keyed by its RunSpec and the prepared file by its source and
+        # subset, so re-preparing the data (a fresh clone, a new mirror) never redoes a finished
+        # record, committed ones included; a change of data changes the prepared path itself
+        data=lambda wc: ancient(_run(wc).prepared_path),
     output:
         f"{RESULTS}/{{run}}.json",
     wildcard_constraints:
