@@ -20,7 +20,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["AdsModelConfig", "AdsMLP", "MODEL_FOR_DATASET", "model_for", "embedding_dims", "two_class_logits"]
+__all__ = ["AdsModelConfig", "AdsMLP", "MODEL_FOR_DATASET", "model_for", "embedding_dims", "two_class_logits",
+           "logit_gradient_norms"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,31 +97,104 @@ class AdsMLP(nn.Module):
     sensitive_num: tuple[bool, ...] = ()
 
     @nn.compact
-    def __call__(self, x, truncated: bool = False) -> jax.Array:
-        x_num, x_cat = x
-        x_num = x_num.astype(jnp.float32)
-        if truncated and any(self.sensitive_num):
-            keep = jnp.asarray([0.0 if s else 1.0 for s in self.sensitive_num], jnp.float32)
-            x_num = x_num * keep
-        parts = [x_num]
-        for j, (size, dim) in enumerate(zip(self.vocab_sizes, self.embed_dims)):
-            emb = nn.Embed(int(size), int(dim), name=f"embed_{j}")(x_cat[..., j])
-            if truncated and j < len(self.sensitive_cat) and self.sensitive_cat[j]:
-                emb = jnp.zeros_like(emb)
-            parts.append(emb)
-        h = jnp.concatenate(parts, axis=-1)
+    def __call__(self, x, truncated: bool = False, *, inputs: jax.Array | None = None,
+                 return_inputs: bool = False) -> jax.Array:
+        """The logit z, ``(n,)``.
+
+        Args:
+          x: ``(x_num, x_cat)``; unused when ``inputs`` is given.
+          truncated: 002's truncated model (sensitive embeddings and columns zeroed).
+          inputs: the MLP's input rows ``(n, D)`` (numerical columns, then each embedding) in
+            place of computing them from ``x`` (the embedding tables are then not read).
+          return_inputs: return those input rows instead of the logit.
+        """
+        if inputs is None:
+            x_num, x_cat = x
+            x_num = x_num.astype(jnp.float32)
+            if truncated and any(self.sensitive_num):
+                keep = jnp.asarray([0.0 if s else 1.0 for s in self.sensitive_num], jnp.float32)
+                x_num = x_num * keep
+            parts = [x_num]
+            for j, (size, dim) in enumerate(zip(self.vocab_sizes, self.embed_dims)):
+                emb = nn.Embed(int(size), int(dim), name=f"embed_{j}")(x_cat[..., j])
+                if truncated and self.zeroed_embedding(j):
+                    emb = jnp.zeros_like(emb)
+                parts.append(emb)
+            h = jnp.concatenate(parts, axis=-1)
+            if return_inputs:
+                return h
+        else:
+            h = inputs
         for width in self.hidden:
             h = nn.relu(nn.Dense(int(width))(h))
         out = nn.Dense(1, bias_init=nn.initializers.constant(self.output_bias))(h)
         return out[..., 0]
 
+    def zeroed_embedding(self, j: int) -> bool:
+        """Whether the truncated model zeroes categorical feature ``j``'s embedding."""
+        return j < len(self.sensitive_cat) and bool(self.sensitive_cat[j])
+
+
+def _embedding_input_mask(model: AdsMLP, num_width: int, truncated: bool) -> jax.Array:
+    """``(D,)`` over the MLP's input: 1 on the slots of embeddings that reach the logit, 0 on the
+    numerical columns and on embeddings the truncated model zeroes."""
+    parts = [jnp.zeros((num_width,), jnp.float32)]
+    for j, dim in enumerate(model.embed_dims):
+        parts.append(jnp.full((int(dim),), 0.0 if truncated and model.zeroed_embedding(j) else 1.0, jnp.float32))
+    return jnp.concatenate(parts)
+
+
+def logit_gradient_norms(model: AdsMLP, params, x, *, truncated: bool = False) -> jax.Array:
+    """``||grad_theta z(x_i)||`` for every row, ``(n,)``, without per-row dense gradients of the
+    embedding tables.
+
+    Row i reads one row of each categorical feature's own table, so the gradient of z(x_i) with
+    respect to table j is zero except in that row, where it equals ``dz / de_j`` (the gradient
+    with respect to the looked-up embedding ``e_j``, zero when the truncated model zeroes it).
+    Hence ``||grad_theta z||^2 = ||grad_dense z||^2 + sum_j ||dz / de_j||^2``: a per-row gradient
+    over the MLP's parameters and its input row, not over the tables (most of the parameters).
+    Exact: checked against dense per-row gradients in ``tests/ads/test_model_norms.py``.
+
+    Args:
+      model: the network. params: its variables (``{"params": ...}``). x: ``(x_num, x_cat)``.
+      truncated: the truncated model of 002.
+
+    Returns:
+      ``(n,)`` float32 norms.
+    """
+    h0 = model.apply(params, x, truncated, return_inputs=True)
+    mask = _embedding_input_mask(model, int(x[0].shape[-1]), truncated)
+    dense = {"params": {k: v for k, v in params["params"].items() if not k.startswith("embed_")}}
+
+    def z_one(p, h):
+        return model.apply(p, None, truncated, inputs=h[None])[0]
+
+    g_dense, g_h = jax.vmap(jax.grad(z_one, argnums=(0, 1)), in_axes=(None, 0))(dense, h0)
+    sq = sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1) for leaf in jax.tree_util.tree_leaves(g_dense))
+    return jnp.sqrt(sq + jnp.sum((g_h * mask) ** 2, axis=1))
+
 
 def two_class_logits(model: AdsMLP, *, truncated: bool = False):
     """``f(params, x, rng=None) -> (n, 2)`` logits (0, z) for the K-class engine (module docstring);
-    ``truncated``: 002's truncated model (sensitive features zeroed)."""
+    ``truncated``: 002's truncated model (sensitive features zeroed).
+
+    The function carries ``column_norms(params, x, mask=None) -> (n, 2)``, the norms of the
+    per-class cross-entropy gradients LabelDP-Pro's projection clips and scales by
+    (:func:`labeldp.denoisers.hull_converged.column_norms` uses it): on (0, z) the gradient for
+    class 0 is ``sigmoid(z) grad z`` and for class 1 ``(sigmoid(z) - 1) grad z``, so both follow
+    from one :func:`logit_gradient_norms` per row.
+    """
 
     def logits(params, x, rng=None):
         z = model.apply(params, x, truncated)
         return jnp.stack([jnp.zeros_like(z), z], axis=-1)
 
+    def column_norms(params, x, mask=None):
+        z = model.apply(params, x, truncated)
+        norm = logit_gradient_norms(model, params, x, truncated=truncated)
+        p1 = jax.nn.sigmoid(z)
+        out = jnp.stack([p1 * norm, (1.0 - p1) * norm], axis=-1)
+        return out if mask is None else out * jnp.asarray(mask, out.dtype)[:, None]
+
+    logits.column_norms = jax.jit(column_norms)
     return logits

@@ -135,7 +135,7 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
                             expected_batch_size=n1, sampling=sampling, unit="user")
     logits = two_class_logits(model)
     step = make_dpsgd_step(optimizer=optax.rmsprop(config.learning_rate), config=dp_config, logits_fn=logits,
-                           projection_logits_fn=None if denoiser is None else (lambda p, x: logits(p, x)),
+                           projection_logits_fn=None if denoiser is None else logits,  # carries column_norms
                            denoiser=denoiser)
     state = step.init(init_params(model, x_num[:, 0], x_cat[:, 0], seed=seed))
     key = jax.random.PRNGKey(seed)

@@ -324,7 +324,14 @@ def _norms_chunk(f, params, x, mask, chunk_n):
 def column_norms(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array | None = None,
                  chunk: int = 32) -> jax.Array:
     """``||grad_theta l(theta, (x_i, kappa))||`` for every (i, kappa), (n, K), computed ``chunk``
-    examples at a time (never holding all of ``G``)."""
+    examples at a time (never holding all of ``G``).
+
+    A logits function may carry its own exact ``f.column_norms(params, x, mask=None)`` that
+    avoids dense per-example gradients (the ads model's: :func:`labeldp.ads.model.two_class_logits`);
+    it is used when present."""
+    custom = getattr(f, "column_norms", None)
+    if custom is not None:
+        return custom(params, x, mask=mask)
     n, k = jax.eval_shape(f, params, x).shape
     out = []
     for s in range(0, n, chunk):
