@@ -151,7 +151,7 @@ def worker(a: dict) -> dict:
                             sampling="poisson", unit="user")
     logits = two_class_logits(model)
     step = make_dpsgd_step(optimizer=optax.rmsprop(a["learning_rate"]), config=dp_config, logits_fn=logits,
-                           projection_logits_fn=None if denoiser is None else (lambda p, x: logits(p, x)),
+                           projection_logits_fn=None if denoiser is None else logits,
                            denoiser=denoiser)
     params = init_params(model, x_num[:, 0], x_cat[:, 0], seed=a["seed"])
     state = step.init(params)
@@ -285,8 +285,8 @@ def render(p: dict) -> str:
         f"- date: {m['date']}; machine: {m['cpu_model']}, {m['cores']} cores, no GPU, {m['mem_total_gib']:.0f} GiB; "
         f"JAX {m['jax']} ({m['jax_backend']}), Flax {m['flax']}, optax {m['optax']}, numpy {m['numpy']}, Python "
         f"{m['python']}; git {m['git']['commit'][:12]}{' (work tree with uncommitted changes)' if m['git'].get('dirty') else ''}.",
-        f"- the CPU was SHARED with other jobs (a CI run among them): load average (1/5/15 min) {m['loadavg_start']} at "
-        f"the start, {m['loadavg_end']} at the end; wall times include their contention (CPU time / wall time of the "
+        f"- the CPU may have been shared with other jobs (load average, 1/5/15 min: {m['loadavg_start']} at "
+        f"the start, {m['loadavg_end']} at the end); wall times include their contention (CPU time / wall time of the "
         "timed steps is in the table: 2.0 would be both cores busy for this process alone).",
         f"- command: `{p['command']}`",
         f"- data: SYNTHETIC stand-in of 000's Criteo Attribution shape: {s['users']:,} users x k = {s['k']} examples, "
@@ -362,8 +362,9 @@ def render(p: dict) -> str:
                     f"noisy clipped per-user gradient {b['noisy_gradient_s']:.2f} s; denoiser {b['denoiser_s']:.2f} s")
             if "column_norms_s" in b:
                 text += (f", of which the exact per-(row, class) gradient norms of the {pro['alt_batch_rows']} "
-                         f"alternative rows (`hull_converged.column_norms`, 32 rows per jitted call, each a dense "
-                         f"per-example gradient of all {pro['params']:,} parameters) {b['column_norms_s']:.2f} s "
+                         f"alternative rows (`hull_converged.column_norms`, which uses the ads model's own "
+                         f"`two_class_logits(...).column_norms`: one per-row gradient over the MLP and its input row, "
+                         f"not a dense one over all {pro['params']:,} parameters) {b['column_norms_s']:.2f} s "
                          f"(timed separately, {100 * b['column_norms_s'] / b['denoiser_s']:.0f}% of the denoiser call) and "
                          f"the projection proper (power iterations for 1/L, FISTA, output) the remaining "
                          f"{b['projection_rest_s']:.2f} s.")
