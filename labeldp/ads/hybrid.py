@@ -25,7 +25,7 @@ all features (``eps2 = eps``, phase 2 only, from the initial parameters).
 
 Optimizers (002 Appendix A): phase 1 RMSProp (Attribution) / Yogi (pCTR); phase 2 Adam
 (Attribution) / SGD with momentum 0.9 (pCTR); every learning rate follows a cosine decay over
-its phase. The user-level version (002 Table 3) is not implemented yet.
+its phase. The user-level version (002 Table 3): :mod:`labeldp.ads.hybrid_user`.
 """
 
 from __future__ import annotations
@@ -170,13 +170,16 @@ def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, sigma:
 
 
 def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, eps1: float,
-                 sigma: float | None, dp_steps: int, cfg: HybridConfig, seed: int) -> dict[str, Any]:
+                 sigma: float | None, dp_steps: int, cfg: HybridConfig, seed: int,
+                 phase1_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
     """Runs the phases that have budget: phase 1 when ``eps1 > 0``, phase 2 when ``sigma`` is given.
 
     Args:
       model: the two-tower ads MLP (its ``sensitive_*`` flags set).
       x_num, x_cat, y: the training rows and TRUE labels (phase 1 randomizes them itself).
-      eps1: phase 1's epsilon (0: no phase 1).
+      eps1: phase 1's epsilon PER LABEL (0: no phase 1).
+      phase1_rows: ``(x_num, x_cat, y)`` for phase 1 when it trains on other rows than phase 2
+        (002's user-level Hybrid: one example per user in phase 1, k in phase 2); default the same rows.
       sigma: phase 2's noise multiplier from the accountant (None: no phase 2).
       dp_steps: phase 2's number of steps (the accountant's).
       cfg: hyper-parameters. seed: the run's seed.
@@ -191,10 +194,11 @@ def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.n
     params = init_params(model, x_num, x_cat, seed=seed)
     out: dict[str, Any] = {"label_noise_rate": None, "phase1_loss": None, "phase2_loss": None, "phase2_steps": 0}
     if eps1 > 0:
-        noisy = randomized_response(np.asarray(y, np.int64), num_classes=2, epsilon=eps1,
+        xn1, xc1, y1 = phase1_rows if phase1_rows is not None else (x_num, x_cat, y)
+        noisy = randomized_response(np.asarray(y1, np.int64), num_classes=2, epsilon=eps1,
                                     rng=np.random.default_rng([seed, 1, 2]))
-        out["label_noise_rate"] = float(np.mean(noisy != y))
-        params, l1 = _phase1(model, params, x_num, x_cat, debiased_rr_weights(noisy, eps1=eps1), cfg, seed)
+        out["label_noise_rate"] = float(np.mean(noisy != y1))
+        params, l1 = _phase1(model, params, xn1, xc1, debiased_rr_weights(noisy, eps1=eps1), cfg, seed)
         out["phase1_loss"] = float(np.mean(l1[-max(1, len(l1) // 10):]))
     if sigma is not None:
         params, l2, done = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, sigma=sigma,

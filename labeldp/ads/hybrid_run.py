@@ -21,7 +21,7 @@ import numpy as np
 
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options
 
-__all__ = ["run_hybrid", "PHASE1_HPARAMS", "PHASE2_HPARAMS"]
+__all__ = ["run_hybrid", "evaluate_auc", "hybrid_model", "PHASE1_HPARAMS", "PHASE2_HPARAMS"]
 
 PHASE1_HPARAMS = ("learning_rate", "epochs", "batch_size")
 PHASE2_HPARAMS = ("dp_learning_rate", "dp_epochs", "dp_batch_size", "clip_norm")
@@ -44,6 +44,30 @@ def _model(data):
     return cfg, model
 
 
+def evaluate_auc(model, out, data) -> tuple[float, bool]:
+    """Test AUC of what :func:`labeldp.ads.hybrid.train_hybrid` trained (the truncated model when
+    only phase 1 ran) and whether every prediction was finite (NaN AUC otherwise)."""
+    import jax
+    from sklearn.metrics import roc_auc_score
+
+    from labeldp.ads.model import two_class_logits
+    from labeldp.ads.train import predict_proba
+
+    y_test = np.asarray(data.y_test, np.int32)
+    if out["truncated"]:  # RR only: the truncated model is what was trained
+        logits = two_class_logits(model, truncated=True)
+        probs = np.concatenate([np.asarray(jax.nn.softmax(logits(out["params"], (data.x_num_test[i:i + 16384],
+                                                                                   data.x_cat_test[i:i + 16384])))[:, 1])
+                                for i in range(0, len(y_test), 16384)])
+    else:
+        probs = predict_proba(model, out["params"], data.x_num_test, data.x_cat_test)
+    finite = bool(np.all(np.isfinite(probs)))
+    return (float(roc_auc_score(y_test, probs)) if finite else float("nan")), finite
+
+
+hybrid_model = _model
+
+
 def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
     """Trains Hybrid (``rule="hybrid"``), RR on the truncated model (``"rr_only"``) or DP-SGD on
     all features (``"dpsgd_only"``) and evaluates the test AUC.
@@ -57,10 +81,7 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
     Returns:
       A :class:`MethodResult` with ``test_auc`` and the composed privacy.
     """
-    from sklearn.metrics import roc_auc_score
-
     from labeldp.ads.hybrid import PHASE_OPTIMIZERS, HybridConfig, split_budget, train_hybrid
-    from labeldp.ads.train import predict_proba
     from labeldp.methods.private_training import account_run
 
     if getattr(data, "task", None) != "binary_classification":
@@ -89,20 +110,7 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
     seconds = time.perf_counter() - t0
     if out["phase2_steps"] != steps:
         raise RuntimeError(f"phase 2 ran {out['phase2_steps']} steps but the accountant was asked for {steps}")
-    y_test = np.asarray(data.y_test, np.int32)
-    if out["truncated"]:  # RR only: the truncated model is what was trained
-        import jax
-
-        from labeldp.ads.model import two_class_logits
-
-        logits = two_class_logits(model, truncated=True)
-        probs = np.concatenate([np.asarray(jax.nn.softmax(logits(out["params"], (data.x_num_test[i:i + 16384],
-                                                                                   data.x_cat_test[i:i + 16384])))[:, 1])
-                                for i in range(0, len(y_test), 16384)])
-    else:
-        probs = predict_proba(model, out["params"], data.x_num_test, data.x_cat_test)
-    finite = np.all(np.isfinite(probs))
-    auc = float(roc_auc_score(y_test, probs)) if finite else float("nan")
+    auc, finite = evaluate_auc(model, out, data)
     by_rel = {rel: eps1 + (float(acc.epsilon_by_relation[rel]) if acc is not None else 0.0)
               for rel in ("add_or_remove", "label_substitution")}
     relation = acc.neighboring_relation if acc is not None else "label_substitution"

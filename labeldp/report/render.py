@@ -189,9 +189,17 @@ def header_lines(res: TableResult) -> list[str]:
         lines.append(f"- method options of the runs: {'; '.join(options)}")
     units = sorted({(r.get("privacy") or {}).get("privacy_unit", "example") for r in recs})
     if "user" in units:
-        lines.append("- privacy unit: **user** (every label of one user changes together, 000 Section 6): RR spends "
-                     "eps / k on each of a user's k labels (group privacy); DP-SGD clips each user's summed gradient "
-                     "as one unit and samples users; eps and both relations above are at the user level"
+        methods = {r["method"] for r in recs if (r.get("privacy") or {}).get("privacy_unit") == "user"}
+        how = []
+        if methods & {"rr", "dpsgd", "labeldp_pro"}:
+            how.append("000 Section 6: RR spends eps / k on each of a user's k labels (group privacy); DP-SGD and "
+                       "LabelDP-Pro clip each user's summed gradient as one unit and sample users")
+        if "hybrid_user_level" in methods:
+            how.append("002 Proposition 6 (hybrid_user_level): every user capped at k examples, RR at eps / k per "
+                       "label, DP-SGD at the item-level (eps2 / k, delta (e^{eps2/k} - 1) / (e^{eps2} - 1)) over "
+                       "the capped rows, user level by group privacy; Hybrid's RR phase on one example per user")
+        lines.append("- privacy unit: **user** (every label of one user changes together): " + "; ".join(how)
+                     + "; eps and both relations above are at the user level"
                      + ("" if units == ["user"] else f" (records of units {units} are mixed in this table)"))
     for enc in sorted({json.dumps(r["dataset"]["encoder"], sort_keys=True) for r in recs if r["dataset"].get("encoder")}):
         lines.append("- features: " + encoder_text(json.loads(enc)))

@@ -28,6 +28,7 @@ EXPECTED_IDS = {
     "laplace", "laplace_clipped", "staircase", "staircase_clipped", "rr_on_bins", "optimal_unbiased",
     "kmeans_priors", "rr_with_prior_kmeans",
     "rr_user_level", "dpsgd_user_level", "labeldp_pro_user_level", "hybrid", "hybrid_rr", "hybrid_dpsgd",
+    "hybrid_user_level",
 }
 LABEL_ONLY = {"label_substitution"}
 BOTH = {"add_or_remove", "label_substitution"}

@@ -45,7 +45,7 @@ def _spec(method, hp, k=None, eps=2.0):
                    delta=1e-5, seed=0, hparams=hp, options={"examples_per_user": k} if k else {})
 
 
-def _direct_eps(q, steps, sigma, relation):
+def _direct_eps(q, steps, sigma, relation, delta=1e-5):
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
@@ -54,7 +54,7 @@ def _direct_eps(q, steps, sigma, relation):
     acc = pld_privacy_accountant.PLDAccountant(nr)
     acc.compose(dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
-    return acc.get_epsilon(1e-5)
+    return acc.get_epsilon(delta)
 
 
 def _assert_both_relations_from_dp_accounting(res, q, steps, extra=0.0):
@@ -201,3 +201,37 @@ def test_row_hybrid_dpsgd(ads_data):
     n = len(ads_data.y_train)
     assert res.details["epsilon1"] == 0.0
     _assert_both_relations_from_dp_accounting(res, 30 / n, n // 30)
+
+
+def test_row_hybrid_user_level(ads_data):
+    import importlib
+
+    from labeldp.ads.hybrid_user import K_MAX, user_level_delta
+    from labeldp.mechanisms import user_level as U
+    from labeldp.methods.base import RunSpec
+
+    r = row("hybrid_user_level")
+    assert relations(r) == BOTH and l2_sensitivities(r) == {"add_or_remove": 1.0, "label_substitution": 2.0}
+    mod = importlib.import_module("baselines.hybrid_user_level")
+
+    def spec(split, eps):
+        return RunSpec(dataset="criteo_attribution", method="hybrid_user_level", variant=f"{split}_k{K}", epsilon=eps,
+                       delta=1e-5, seed=0, hparams=HYBRID_HP, options={"examples_per_user": K, "phase_split": split})
+
+    # RR split: eps/k per label, exactly eps for the user's k labels (brute force in user_level)
+    rr = mod.run(ads_data, spec("rr", 1.4))
+    assert rr.details["phase1_epsilon_per_label"] == pytest.approx(1.4 / K)
+    assert U.max_user_log_ratio(epsilon=1.4, k=K, num_classes=2) == pytest.approx(1.4)
+    assert rr.privacy.epsilon == pytest.approx(1.4) and rr.privacy.delta == 0.0
+    # Hybrid split: phase 2's item-level eps from dp_accounting directly, k times, plus eps1
+    res = mod.run(ads_data, spec("hybrid", 2.0))
+    e1, item = res.details["epsilon1"], res.details["item_level"]
+    q, steps = HYBRID_HP["dp_batch_size"] / (USERS * K), int(USERS * K_MAX // HYBRID_HP["dp_batch_size"])
+    assert res.details["phase2_steps"] == steps and res.details["sampling_rate"] == pytest.approx(q)
+    for rel in ("add_or_remove", "label_substitution"):
+        direct = _direct_eps(q, steps, res.details["noise_multiplier"], rel, item["delta"])
+        assert res.privacy.epsilon_by_relation[rel] == pytest.approx(e1 + K * direct, rel=2e-2), rel
+        assert res.details["user_delta_by_relation"][rel] == pytest.approx(
+            user_level_delta(item_epsilon=direct, item_delta=item["delta"], k=K), rel=5e-2)
+    assert res.privacy.epsilon <= 2.0 + 1e-6 and res.privacy.delta <= 1e-5 * (1 + 1e-9)
+

@@ -137,14 +137,12 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     t7 = [r for r in _rows(rep / "tables/table7.csv") if r["column"] != "nonprivate"]
     assert t7 and all(r["status"] == "ok" and 0.0 <= float(r["mean"]) <= 1.0 and r["paper"] for r in t7), t7
     assert "privacy unit: **user**" in (rep / "tables/table7.md").read_text()
-    # 002 (Hybrid): relative AUC loss against the table's non-private runs, 002's values beside;
-    # the user-level Hybrid (Table 3) is not implemented and says so in every cell
-    for t in ("hybrid_table1", "hybrid_table2", "hybrid_table5"):
+    # 002 (Hybrid): relative AUC loss against the table's non-private runs, 002's values beside
+    # (Table 3: user-level Hybrid and its baselines at the cap k = 2)
+    for t in ("hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5"):
         rows = [r for r in _rows(rep / f"tables/{t}.csv") if r["column"] != "nonprivate"]
         assert rows and all(r["status"] == "ok" and r["paper"] for r in rows), (t, rows)
         assert "relative AUC loss" in (rep / f"tables/{t}.md").read_text()
-    assert all(r["status"] == "not run" and "not implemented" in r["reason"]
-               for r in _rows(rep / "tables/hybrid_table3.csv") if r["column"] != "nonprivate")
     # 000 Table 6: SimCLR features (pre-trained by the same rules on the CIFAR-10 stand-in and on real
     # FashionMNIST), every method ran on them, PATE-FM is quoted, the encoder is stated
     for t, dataset in (("table6", "cifar10"), ("table6_fashion_mnist", "fashion_mnist")):
@@ -184,9 +182,11 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
             assert set(rec["privacy"]["epsilon_by_relation"]) == {"add_or_remove", "label_substitution"}
         assert rec["environment"]["packages"]["jax"]
         assert rec["dataset"]["source"] == ("synthetic_standin" if rec["dataset"]["name"] in STANDIN_DATASETS else "official")
-        if rec["method"] in ("hybrid", "hybrid_rr", "hybrid_dpsgd"):
+        if rec["method"] in ("hybrid", "hybrid_rr", "hybrid_dpsgd", "hybrid_user_level"):
             d = rec["details"]
             assert abs(d["epsilon1"] + d["epsilon2"] - rec["config"]["run_spec"]["epsilon"]) < 1e-9
+        if rec["method"] == "hybrid_user_level":
+            assert rec["privacy"]["privacy_unit"] == "user" and rec["privacy"]["epsilon"] <= 3.0 + 1e-6
         if rec["dataset"]["name"] == "criteo_attribution" and rec["config"]["run_spec"]["options"].get("examples_per_user"):
             assert rec["privacy"]["privacy_unit"] == "user"
         if rec["method"] == "rr_with_prior":  # 000 Table 9's split of eps, composed back to eps
