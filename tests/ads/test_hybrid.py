@@ -12,8 +12,6 @@ import pytest
 from labeldp.ads.hybrid import debiased_rr_weights, split_budget
 from labeldp.ads.model import AdsMLP, two_class_logits
 from labeldp.ads.train import init_params
-from labeldp.data import criteo_attribution
-from labeldp.data.tabular import load_prepared_tabular
 from labeldp.methods.base import RunSpec
 
 
@@ -53,14 +51,6 @@ def test_truncated_model_ignores_sensitive_features_and_their_parameters():
     assert float(abs(g["params"]["embed_0"]["embedding"]).sum()) > 0.0
     full = two_class_logits(model)
     assert not np.allclose(full(params, (x_num, x_cat)), full(params, (x_num2, x_cat2)))
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hyb")
-    criteo_attribution.write_standin(d / "raw", n_rows=2500, seed=1)
-    return load_prepared_tabular(criteo_attribution.prepare_dataset(raw_dir=d / "raw", out_path=d / "p.npz",
-                                                                    source="synthetic_standin"))
 
 
 HP = {"learning_rate": 1e-2, "epochs": 2, "batch_size": 64, "dp_learning_rate": 1e-2, "dp_epochs": 1,

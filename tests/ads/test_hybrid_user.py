@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 
 from labeldp.ads import hybrid_user
-from labeldp.data import criteo_attribution
-from labeldp.data.tabular import load_prepared_tabular
 from labeldp.mechanisms.classification import group_privacy
 from labeldp.methods.base import RunSpec
 
@@ -23,14 +21,6 @@ def test_user_level_delta_inverts_the_item_level_budget(eps, delta, k):
     # Proposition 6 directly: d * sum_{j<k} e^{j e}
     assert hybrid_user.user_level_delta(item_epsilon=0.3, item_delta=1e-6, k=k) == pytest.approx(
         1e-6 * sum(math.exp(j * 0.3) for j in range(k)))
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    d = tmp_path_factory.mktemp("hybu")
-    criteo_attribution.write_standin(d / "raw", n_rows=2500, seed=1)
-    return load_prepared_tabular(criteo_attribution.prepare_dataset(raw_dir=d / "raw", out_path=d / "p.npz",
-                                                                    source="synthetic_standin"))
 
 
 HP = {"learning_rate": 1e-2, "epochs": 1, "batch_size": 64, "dp_learning_rate": 1e-2, "dp_epochs": 1,
