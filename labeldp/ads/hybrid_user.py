@@ -23,22 +23,25 @@ the largest cap trained with one epoch": phase 2 runs ``floor(dp_epochs U K_MAX 
 steps with ``K_MAX = 10`` (002's largest cap), Poisson sampling at ``q = dp_batch_size / (U k)``,
 accounted for exactly those.
 
-Eps under both neighbouring relations: the accountant's item-level eps of the DP-SGD that ran, at
-the item-level delta, under each relation, times k (Proposition 6); the user-level delta that goes
-with each is in ``details.user_delta_by_relation`` (it equals the run's delta for the relation
-that calibrated sigma).
+Eps under both neighbouring relations, at the run's user-level delta: for each relation, the item
+level eps e of the DP-SGD that ran (dp_accounting) at the item delta ``delta (e^e - 1) / (e^{k e} -
+1)`` that Proposition 6 turns back into ``delta``, a fixed point found by iteration and rounded up
+(:func:`user_level_epsilon`; for the relation that calibrated sigma, the calibration's own pair);
+the record stores ``k e`` (plus eps1) and the user-level delta it certifies
+(``details.user_delta_by_relation``, at most the run's delta).
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 import time
 
 import numpy as np
 
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options
 
-__all__ = ["run_hybrid_user_level", "OPTIONS", "PHASE_SPLITS", "K_MAX", "user_level_delta"]
+__all__ = ["run_hybrid_user_level", "OPTIONS", "PHASE_SPLITS", "K_MAX", "user_level_delta", "user_level_epsilon"]
 
 OPTIONS = ("examples_per_user", "phase_split")
 PHASE_SPLITS = {"rr": "rr_only", "dpsgd": "dpsgd_only", "hybrid": "hybrid"}
@@ -56,6 +59,47 @@ def user_level_delta(*, item_epsilon: float, item_delta: float, k: int) -> float
     if e <= 0:
         return float(item_delta) * k
     return float(item_delta) * math.expm1(k * e) / math.expm1(e)
+
+
+def user_level_epsilon(eps_at: Callable[[float], float], *, user_delta: float, k: int,
+                       rtol: float = 1e-4) -> tuple[float, float, float]:
+    """The user-level eps of a mechanism over at most ``k`` examples per user, at ``user_delta``.
+
+    Proposition 6 needs an item-level pair ``(e, d)`` with ``e >= eps_at(d)`` and
+    ``d (e^{k e} - 1) / (e^e - 1) <= user_delta``. Iterates ``e <- eps_at(user_delta (e^e - 1) /
+    (e^{k e} - 1))`` (increasing from ``eps_at(user_delta / k)``), then rounds ``e`` up by ``rtol``
+    and checks that ``eps_at`` of the resulting ``d`` is still at most ``e``.
+
+    Args:
+      eps_at: the item-level epsilon of the mechanism at a delta (dp_accounting).
+      user_delta: the user-level delta. k: examples per user.
+      rtol: the rounding up of the fixed point.
+
+    Returns:
+      ``(k e, e, d)``: the user-level eps and the certifying item-level pair.
+    """
+    k = int(k)
+    if k == 1:
+        e = float(eps_at(user_delta))
+        return e, e, float(user_delta)
+
+    def item_delta(e):
+        return float(user_delta) * math.expm1(e) / math.expm1(k * e) if e > 0 else float(user_delta) / k
+
+    e = float(eps_at(item_delta(0.0)))
+    for _ in range(60):
+        nxt = float(eps_at(item_delta(e)))
+        done = abs(nxt - e) <= 0.1 * rtol * max(e, 1e-12)
+        e = max(e, nxt)
+        if done:
+            break
+    for _ in range(60):  # round up until the pair certifies itself
+        hi = e * (1.0 + rtol) + 1e-12
+        d = item_delta(hi)
+        if float(eps_at(d)) <= hi:
+            return k * hi, hi, d
+        e = hi
+    raise RuntimeError("user_level_epsilon: the group-privacy fixed point did not settle")
 
 
 def _capped(data, *, k: int, seed: int, stream: int):
@@ -92,13 +136,21 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
         raise ValueError(f"{name}: variant {spec.variant!r} must set {missing} (e.g. variants.{name}.hybrid_k5: "
                          "{examples_per_user: 5, phase_split: hybrid})")
     k, split = spec.options["examples_per_user"], spec.options["phase_split"]
-    if isinstance(k, bool) or int(k) != k or int(k) < 1:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
         raise ValueError(f"{name}: examples_per_user must be an integer >= 1, got {k!r}")
     if split not in PHASE_SPLITS:
         raise ValueError(f"{name}: phase_split must be one of {sorted(PHASE_SPLITS)}, got {split!r}")
     k = int(k)
     eps1, eps2 = split_budget(spec.epsilon, rule=PHASE_SPLITS[split])
     hp = dict(spec.hparams)
+    from labeldp.ads.hybrid_run import PHASE1_HPARAMS, PHASE2_HPARAMS
+
+    need = (PHASE1_HPARAMS if eps1 > 0 else ()) + (PHASE2_HPARAMS if eps2 > 0 else ())
+    missing = [h for h in need if not hp.get(h)]
+    if missing:
+        raise ValueError(f"{name} (phase_split {split!r}): hyper-parameters {missing} must be set and non-zero in the "
+                         "table's grid (phase 1: learning_rate, epochs, batch_size; phase 2: dp_learning_rate, "
+                         "dp_epochs, dp_batch_size, clip_norm)")
     cfg_model, model = hybrid_model(data)
     hcfg = HybridConfig(
         learning_rate=float(hp.get("learning_rate", 0.0) or 0.0), epochs=int(hp.get("epochs", 0) or 0),
@@ -145,11 +197,25 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
             mechanism=(f"{name}: RR at eps/k = {per_label_eps1:.6g} on each of a user's k = {k} labels (group "
                        "privacy: eps per user), the truncated model on 002's debiased loss"))
     else:
-        by_rel = {rel: eps1 + k * float(acc.epsilon_by_relation[rel]) for rel in ("add_or_remove", "label_substitution")}
-        details["item_level"] = {"epsilon": item.epsilon, "delta": item.delta}
-        details["user_delta_by_relation"] = {rel: user_level_delta(item_epsilon=float(acc.epsilon_by_relation[rel]),
-                                                                   item_delta=item.delta, k=k)
-                                             for rel in ("add_or_remove", "label_substitution")}
+        event = acc.dp_event()
+        by_rel, user_delta, pairs = {}, {}, {}
+        for rel in ("add_or_remove", "label_substitution"):
+            rel_acc = "pld" if rel == "label_substitution" else spec.accountant
+
+            def eps_at(d, rel=rel, rel_acc=rel_acc):
+                return float(accounting.event_epsilon(event, delta=d, neighboring_relation=rel, accountant=rel_acc)[0])
+
+            if rel == acc.neighboring_relation:  # the calibration's own pair: (eps <= eps2 / k, the item delta)
+                e, d = float(acc.epsilon_by_relation[rel]), float(item.delta)
+                user_eps = k * e
+            else:
+                user_eps, e, d = user_level_epsilon(eps_at, user_delta=spec.delta, k=k)
+            by_rel[rel] = eps1 + user_eps
+            pairs[rel] = {"epsilon": e, "delta": d}
+            user_delta[rel] = user_level_delta(item_epsilon=e, item_delta=d, k=k)
+        details["item_level"] = {"epsilon": item.epsilon, "delta": item.delta}  # the calibration target
+        details["item_level_by_relation"] = pairs  # the certifying item-level pairs
+        details["user_delta_by_relation"] = user_delta
         relation = acc.neighboring_relation
         privacy = PrivacyOutcome(
             epsilon=by_rel[relation], delta=details["user_delta_by_relation"][relation], privacy_unit="user",

@@ -73,6 +73,10 @@ def test_dpsgd_split_is_group_privacy_over_the_cap_with_fixed_steps(data):
     assert p.epsilon == pytest.approx(5 * acc["epsilon"]) and p.epsilon <= 5.0 + 1e-6
     assert p.delta <= 1e-5 * (1 + 1e-9) and p.privacy_unit == "user"
     assert p.epsilon_by_relation["label_substitution"] >= p.epsilon_by_relation["add_or_remove"]
+    # both relations' eps hold at the run's user-level delta (Proposition 6 on the certifying pair)
+    for rel, pair in d["item_level_by_relation"].items():
+        assert d["user_delta_by_relation"][rel] <= 1e-5 * (1 + 1e-9), rel
+        assert p.epsilon_by_relation[rel] == pytest.approx(5 * pair["epsilon"])
     assert 0.0 <= res.metrics["test_auc"] <= 1.0
 
 
@@ -87,13 +91,28 @@ def test_hybrid_split_uses_one_example_per_user_in_phase_1(data, monkeypatch):
     assert p.epsilon == pytest.approx(3.0 + 2 * p.accounting["epsilon"]) and p.epsilon <= 5.0 + 1e-6
 
 
-@pytest.mark.parametrize("options, match", [({"examples_per_user": 2}, "phase_split"),
-                                            ({"examples_per_user": 0, "phase_split": "rr"}, "integer >= 1"),
-                                            ({"examples_per_user": 2, "phase_split": "both"}, "phase_split must be")])
-def test_bad_variant_options_are_refused_with_the_fix(data, options, match):
+def test_user_level_epsilon_is_a_certified_fixed_point():
+    # a toy item-level curve eps(d) = a log(1/d): the returned pair certifies itself and the delta
+    eps_at = lambda d: 0.05 * math.log(1 / d)
+    user_eps, e, d = hybrid_user.user_level_epsilon(eps_at, user_delta=1e-5, k=4)
+    assert user_eps == pytest.approx(4 * e) and eps_at(d) <= e
+    assert hybrid_user.user_level_delta(item_epsilon=e, item_delta=d, k=4) <= 1e-5 * (1 + 1e-12)
+    assert e == pytest.approx(eps_at(d), rel=2e-4)  # tight: not a loose upper bound
+
+
+@pytest.mark.parametrize("options, hp, match", [
+    ({"examples_per_user": 2}, HP, "phase_split"),
+    ({"examples_per_user": 0, "phase_split": "rr"}, HP, "integer >= 1"),
+    ({"examples_per_user": 2.5, "phase_split": "rr"}, HP, "integer >= 1"),
+    ({"examples_per_user": None, "phase_split": "rr"}, HP, "integer >= 1"),
+    ({"examples_per_user": 2, "phase_split": "both"}, HP, "phase_split must be"),
+    ({"examples_per_user": 2, "phase_split": "hybrid"}, {**HP, "epochs": 0}, "epochs"),
+    ({"examples_per_user": 2, "phase_split": "dpsgd"}, {**HP, "dp_batch_size": 10 ** 7}, "exceeds"),
+])
+def test_bad_variant_options_are_refused_with_the_fix(data, options, hp, match):
     import importlib
 
     spec = RunSpec(dataset="criteo_attribution", method="hybrid_user_level", variant="x", epsilon=1.0, delta=1e-5,
-                   seed=0, hparams=HP, options=options)
+                   seed=0, hparams=hp, options=options)
     with pytest.raises(ValueError, match=match):
         importlib.import_module("baselines.hybrid_user_level").run(data, spec)

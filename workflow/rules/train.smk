@@ -12,9 +12,10 @@ def _run(wc):
 
 rule train:
     input:
-        # ancient(): a record is keyed by its RunSpec and the prepared file by its source and
-        # subset, so re-preparing the data (a fresh clone, a new mirror) never redoes a finished
-        # record, committed ones included; a change of data changes the prepared path itself
+        # ancient(): a record is keyed by its RunSpec and the prepared file by its dataset, source
+        # and subset, so re-preparing the same data (a fresh clone, a new mirror) never redoes a
+        # finished record, committed ones included. Snakemake cannot tell a CHANGED preparation of
+        # the same source: after changing a prepare step, delete the records it affects.
         data=lambda wc: ancient(_run(wc).prepared_path),
     output:
         f"{RESULTS}/{{run}}.json",
