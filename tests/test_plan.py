@@ -19,7 +19,9 @@ def test_default_and_profile_configs_are_valid():
 
 
 @pytest.mark.parametrize("files", [("cpu_report.yaml",), ("gpu_report.yaml",),
-                                   ("gpu_report.yaml", "gpu_report_ablation.yaml"), ("table6_fashion_mnist_cpu.yaml",)])
+                                   ("gpu_report.yaml", "gpu_report_ablation.yaml"), ("table6_fashion_mnist_cpu.yaml",),
+                                   ("gpu_report.yaml", "labeldp_pro_cpu.yaml"),
+                                   ("gpu_report.yaml", "gpu_report_label_dp_exact.yaml", "labeldp_pro_cpu.yaml")])
 def test_dated_report_configs_are_valid_and_plan(files):
     """The committed report configs validate and plan; the ablation's FISTA column lands on the
     committed ablation records' paths."""
@@ -28,6 +30,19 @@ def test_dated_report_configs_are_valid_and_plan(files):
     cfg = load_workflow_config(*(REPO / "workflow/config" / f for f in files))
     runs = plan.all_runs(cfg)
     assert runs
+    if files == ("gpu_report.yaml", "labeldp_pro_cpu.yaml"):
+        # every column but the converged one is Table 5a's own runs (the GPU report's records);
+        # the converged column runs LabelDP-Pro's own lr, lambda 1 and n2 32
+        t5 = {r.record_path for r in plan.select_runs(cfg, ["table5_mnist"])}
+        pro = plan.select_runs(cfg, ["table5_mnist_pro_cpu"])
+        others = {r.record_path for r in pro if r.spec.variant != "converged_n32"}
+        assert others and others <= t5
+        conv = [r for r in pro if r.spec.variant == "converged_n32"]
+        assert len(conv) == 6 * 3 and all(r.record_path not in t5 for r in conv)
+        assert {(r.spec.hparams["learning_rate"], r.spec.hparams["smoothing"], r.spec.options["alt_batch_size"],
+                 r.spec.options["vertices"], r.spec.options["projection_start"]) for r in conv} == {
+            (1.0, 1.0, 32, "clipped", "predicted")}
+        assert sum((REPO / r.record_path).exists() for r in conv if r.spec.epsilon <= 0.5 and r.spec.epsilon >= 0.1) == 9
     if "gpu_report_ablation.yaml" in files:
         fista = [p for p in runs if "/labeldp_pro/altconv_fista/eps0.1/" in p and p.endswith("seed0.json")]
         assert fista == ["reports/gpu-2026-11-22/ablation/results/mnist/labeldp_pro/altconv_fista/eps0.1/"
