@@ -43,8 +43,9 @@ def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
     with open(schema_path) as f:
         schema = yaml.safe_load(f)
     from labeldp.data.registry import dataset_names  # the registry is the one list of datasets
+    from labeldp.data.views import VIEWS  # and its split views
 
-    schema["properties"]["datasets"]["propertyNames"] = {"enum": list(dataset_names())}
+    schema["properties"]["datasets"]["propertyNames"] = {"enum": [*dataset_names(), *VIEWS]}
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:

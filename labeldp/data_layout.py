@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from labeldp import feature_datasets
+from labeldp.data import views
 
 # Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
 PREPARABLE_KINDS = ("image", "tabular", "features")
@@ -30,6 +31,8 @@ DATASET_KINDS = {
     "criteo_search": "tabular",
     "census1940": "tabular",
     "rand_hie": "tabular",
+    # split views (labeldp.data.views): another dataset's raw files, prepared with another split
+    **{name: "tabular" for name in views.VIEWS},
 }
 # Every image dataset <base> also has a features dataset <base>_simclr (kind "features"): its
 # SimCLR representations (labeldp.feature_datasets); dataset_kind() knows them.
@@ -50,9 +53,13 @@ def dataset_kind(dataset: str) -> str | None:
 
 
 def dataset_cfg(config: Mapping[str, Any], dataset: str) -> Mapping[str, Any]:
-    """``datasets.<dataset>`` of the config; a features dataset follows its base image dataset's."""
+    """``datasets.<dataset>`` of the config; a features dataset follows its base image dataset's, a
+    split view (:mod:`labeldp.data.views`) its base dataset's unless it has an entry of its own."""
+    datasets = config.get("datasets") or {}
+    if views.view_of(dataset) is not None and dataset not in datasets:
+        return datasets.get(views.base_dataset(dataset)) or {}
     base = feature_datasets.features_base(dataset, DATASET_KINDS)
-    return (config.get("datasets") or {}).get(base or dataset) or {}
+    return datasets.get(base or dataset) or {}
 
 
 RAW_SUBDIRS = {"official": "raw", "standin": "standin"}
@@ -74,14 +81,15 @@ def raw_root(data_dir: str | Path, source: str) -> str:
 def raw_dir(data_dir: str | Path, dataset: str, source: str) -> str:
     """Where the raw files of ``dataset`` live: ``<data_dir>/raw/<dataset>`` for the official
     files (fetch rule), ``<data_dir>/standin/<dataset>`` for the synthetic stand-ins
-    (make_standin rule). The one layout every rule uses.
+    (make_standin rule). The one layout every rule uses. A split view (:mod:`labeldp.data.views`)
+    reads its base dataset's directory.
 
     Args:
       data_dir: the config's ``data_dir``.
       dataset: dataset id.
       source: ``official`` or ``standin``.
     """
-    return str(Path(raw_root(data_dir, source)) / dataset)
+    return str(Path(raw_root(data_dir, source)) / views.base_dataset(dataset))
 
 
 def data_source(config: Mapping[str, Any], dataset: str) -> str:

@@ -51,6 +51,8 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
         "table_keys": list(table_keys),
         "dataset": {
             "name": data.name,
+            # a split view of data.name (labeldp.data.views): which preparation the run used
+            **({"view": data.metadata["view"]} if (getattr(data, "metadata", None) or {}).get("view") else {}),
             "source": getattr(data, "source", "official"),
             "n_train": int(data.x_train.shape[0]),
             "n_test": int(data.x_test.shape[0]),
@@ -105,11 +107,13 @@ def run_arguments(doc: str) -> argparse.ArgumentParser:
 def load_run(args: argparse.Namespace):
     """``(spec, prepared data)`` of parsed :func:`run_arguments`; exits naming a dataset mismatch."""
     from labeldp.data.prepare import load_prepared
+    from labeldp.data.views import held_dataset
 
     spec = RunSpec.from_dict(json.loads(args.spec))
     data = load_prepared(args.data)
-    if data.name != spec.dataset:
-        raise SystemExit(f"error: prepared data {args.data} holds {data.name!r}, but the run is for {spec.dataset!r}")
+    if held_dataset(data) != spec.dataset:
+        raise SystemExit(f"error: prepared data {args.data} holds {held_dataset(data)!r}, but the run is for "
+                         f"{spec.dataset!r}; prepare it with: snakemake <data_dir>/prepared/{spec.dataset}-<source>-<size>.npz")
     return spec, data
 
 

@@ -277,7 +277,7 @@ def _user_counts(raw_dir: Path, path: Path, subset, n_train_users, n_test_users)
 
 def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None,
                     source: str, n_train_users: int | None = None, n_test_users: int | None = None,
-                    split: str = "users") -> Path:
+                    split: str = "users", view: str | None = None) -> Path:
     """Raw Criteo Attribution zip -> prepared tabular ``.npz`` with users (layout: :mod:`labeldp.data.tabular`).
 
     Args:
@@ -292,6 +292,8 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
         None: 200,000 / 50,000 (000 Section 6), or, for a stand-in directory, the counts its marker records.
       split: ``"users"`` (000: disjoint random users, the default) or ``"random_80_20"`` (002: random
         80/20 split of the clicked impressions).
+      view: the :mod:`labeldp.data.views` id this preparation is made for (stored as ``metadata["view"]``;
+        None: the dataset itself).
 
     Returns:
       ``out_path`` as a :class:`~pathlib.Path`.
@@ -375,7 +377,7 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
         "numerical_features": list(NUMERICAL_FEATURES), "categorical_features": list(CATEGORICAL_FEATURES),
         "sensitive_features": list(SENSITIVE_FEATURES), "user_level": True, "user_column": USER,
         "cat_vocab_sizes": [len(v) + 1 for v in vocabs], "numerical_standardisation": stats,
-        "split": split_meta,
+        "split": split_meta, **({"view": view} if view else {}),
         "preprocessing": {**counts, "keep": "click == 1",
                           "label_rule": "conversion == 1 and click_pos == click_nb - 1 (000 Appendix D.3)",
                           "examples_per_user_cap": "not applied; cap_examples_per_user at training time "

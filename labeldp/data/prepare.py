@@ -283,19 +283,25 @@ def load_prepared(path: str | os.PathLike):
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
+    from . import views
     from .registry import DATASETS
 
     parser = argparse.ArgumentParser(
         prog="python -m labeldp.data.prepare",
         description="Parse raw image-dataset files into an .npz (x/y train/test + metadata).",
     )
-    parser.add_argument("dataset", choices=sorted(DATASETS))
-    parser.add_argument("--raw-dir", required=True, type=Path, help="directory holding the raw files (<data-dir>/<dataset>)")
+    parser.add_argument("dataset", choices=sorted([*DATASETS, *views.VIEWS]))
+    parser.add_argument("--raw-dir", required=True, type=Path,
+                        help="directory holding the raw files (<data-dir>/<dataset>; a split view's: its base dataset's)")
     parser.add_argument("--out", required=True, type=Path, help="output .npz path")
     parser.add_argument("--subset", type=int, default=None, help="keep the first N examples of each split")
     args = parser.parse_args(argv)
     try:
-        if DATASETS[args.dataset].kind == "image":
+        if args.dataset in views.VIEWS:  # labeldp.data.views: the base module with the view's split
+            source = SOURCE_STANDIN if is_standin_dir(args.raw_dir) else SOURCE_OFFICIAL
+            out = views.prepare_view(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset,
+                                     source=source)
+        elif DATASETS[args.dataset].kind == "image":
             out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
         else:  # tabular: one module per dataset, labeldp/data/<dataset>.py, defines prepare_dataset
             import importlib

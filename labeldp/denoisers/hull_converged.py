@@ -45,7 +45,8 @@ import jax.numpy as jnp
 
 from labeldp.denoisers.linear_maps import (_HIGHEST, LogitsFn, PyTree, _jacobian_rows, _linear_maps, _LinearMaps,
                                            _param_bytes, _tree_sqnorm, _tree_sub, JACOBIAN_MAX_BYTES)
-from labeldp.denoisers.simplex import project_simplex
+from labeldp.denoisers.coefficient_sets import (frank_wolfe_gap, project_onto_set, project_rows_simplex, start_point,
+                                               uniform_point, valid_entries)
 
 VERTICES = ("clipped", "raw")
 COEFFICIENT_SETS = ("joint", "per_example")
@@ -137,68 +138,6 @@ class HullResult(NamedTuple):
     solver: str
 
 
-# ------------------------------------------------------------------------------------ the set
-
-
-def project_rows_simplex(v: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
-    """Projects each row of ``v`` (n, K) onto the K-simplex; rows with ``mask == 0`` become 0."""
-    n, k = v.shape
-    m = jnp.ones((n, k), bool) if mask is None else jnp.broadcast_to((jnp.asarray(mask) > 0)[:, None], (n, k))
-    return jax.vmap(lambda r, mr: project_simplex(r, mask=mr))(v, m)
-
-
-def _project(v, mask, per_example: bool):
-    if per_example:
-        return project_rows_simplex(v, mask=mask)
-    m2 = None if mask is None else jnp.broadcast_to((mask > 0)[:, None], v.shape)
-    return project_simplex(v, mask=m2)
-
-
-def _valid(shape, mask):
-    return jnp.ones(shape, bool) if mask is None else jnp.broadcast_to((mask > 0)[:, None], shape)
-
-
-def frank_wolfe_gap(grad: jax.Array, alpha: jax.Array, *, mask: jax.Array | None = None,
-                    per_example: bool = False) -> jax.Array:
-    """The Frank-Wolfe duality gap ``<grad, alpha> - min_{s in set} <grad, s>`` (>= ``F(alpha) - F*``
-    for convex ``F`` with gradient ``grad`` at ``alpha`` in the set).
-
-    Args:
-      grad: the objective's gradient at ``alpha``, (n, K).
-      alpha: a point of the set.
-      mask: optional (n,) 0/1; masked rows are not part of the set.
-      per_example: the set is a product of per-row K-simplices (else one simplex).
-
-    Returns:
-      The gap (a scalar >= 0 up to rounding).
-    """
-    valid = _valid(grad.shape, mask)
-    big = jnp.finfo(grad.dtype).max
-    inner = jnp.sum(jnp.where(valid, grad * alpha, 0.0))
-    if per_example:
-        row_min = jnp.min(jnp.where(valid, grad, big), axis=1)
-        row_ok = jnp.any(valid, axis=1)
-        return inner - jnp.sum(jnp.where(row_ok, row_min, 0.0))
-    return inner - jnp.min(jnp.where(valid, grad, big))
-
-
-def _uniform(shape, mask, per_example: bool, dtype):
-    n, k = shape
-    valid = _valid(shape, mask).astype(dtype)
-    if per_example:
-        return valid / k
-    return valid / jnp.maximum(jnp.sum(valid), 1.0)
-
-
-def _start(kind, logits, mask, per_example: bool):
-    if kind == "uniform":
-        return _uniform(logits.shape, mask, per_example, logits.dtype)
-    p = jax.nn.softmax(logits, axis=-1) * _valid(logits.shape, mask).astype(logits.dtype)
-    if per_example:
-        return p
-    return p / jnp.maximum(jnp.sum(p), 1e-30)
-
-
 # -------------------------------------------------------------------------------- the iteration
 
 
@@ -232,7 +171,7 @@ def _step(maps, g, mask, per_example, eta, st: _State) -> _State:
     mom = (st.t - 1.0) / t_next
     y = st.alpha + mom * (st.alpha - st.alpha_prev)
     hg_y = st.half_grad + mom * (st.half_grad - st.half_grad_prev)  # G^T (G y - g), by linearity
-    alpha = _project(y - 2.0 * eta * hg_y, mask, per_example)
+    alpha = project_onto_set(y - 2.0 * eta * hg_y, mask, per_example)
     ga = maps.g(alpha)
     r = _tree_sub(ga, g)
     hg = maps.gt(r)
@@ -243,7 +182,7 @@ def _step(maps, g, mask, per_example, eta, st: _State) -> _State:
 
 
 def _power(maps, shape, dtype, mask, iters):
-    u = _valid(shape, mask).astype(dtype)
+    u = valid_entries(shape, mask).astype(dtype)
     u = u / jnp.linalg.norm(u)
     lam = jnp.zeros((), dtype)
     for _ in range(iters):
@@ -300,12 +239,12 @@ def _solve_jacobian(f, params, x, mask, g, tol, smoothing, step, *, opts_key, st
     maps = _LinearMaps(gt=lambda v: (w * jnp.matmul(jt, v, precision=_HIGHEST)).reshape(n, k),
                        g=lambda u: jnp.matmul(w * u.reshape(-1), jt, precision=_HIGHEST))
     eta = _eta(maps, (n, k), jt.dtype, mask, power_iters, step)
-    alpha0 = _start(start, f(params, x), mask, per_example)
+    alpha0 = start_point(start, f(params, x), mask, per_example)
     st0 = _state0(maps, g_flat, alpha0, mask, per_example)
     thr = tol * scale
     st = jax.lax.while_loop(lambda s: (s.it < max_steps) & (s.gap > thr),
                             lambda s: _step(maps, g_flat, mask, per_example, eta, s), st0)
-    beta = _uniform((n, k), mask, per_example, jt.dtype)
+    beta = uniform_point((n, k), mask, per_example, jt.dtype)
     out = maps.g(smoothing * st.alpha + (1.0 - smoothing) * beta)
     bias = (1.0 - smoothing) * jnp.linalg.norm(maps.g(beta))
     return out, st, st0.obj, eta, bias, scale
@@ -346,7 +285,7 @@ def _mf_init(f, params, x, mask, g, w, step, *, opts_key, start, power_iters):
     per_example = opts_key[2]
     maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
     eta = _eta(maps, w.shape, w.dtype, mask, power_iters, step)
-    alpha0 = _start(start, f(params, x), mask, per_example)
+    alpha0 = start_point(start, f(params, x), mask, per_example)
     return _state0(maps, g, alpha0, mask, per_example), eta
 
 
@@ -377,7 +316,7 @@ def _solve_matrix_free(f, params, x, mask, g, opts: HullOptions, key):
     while int(st.it) < int(opts.max_steps) and float(st.gap) > float(thr):
         c = min(int(opts.chunk), int(opts.max_steps) - int(st.it))
         st = _mf_chunk(f, params, x, mask, g, w, eta, st, per_example=per_example, n_iters=c)
-    beta = _uniform(w.shape, mask, per_example, w.dtype)
+    beta = uniform_point(w.shape, mask, per_example, w.dtype)
     out, bias = _mf_output(f, params, x, mask, w, st.alpha, beta, float(opts.smoothing))
     return out, st, obj0, eta, bias, scale
 

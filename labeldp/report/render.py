@@ -160,7 +160,9 @@ def header_lines(res: TableResult) -> list[str]:
     rec_revs = sorted({_revision_text(r["environment"].get("git") or {}) for r in recs})
     options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
                       for r in recs if (r.get("config") or {}).get("run_spec", {}).get("options")})
-    sizes = sorted({f"{r['dataset']['name']}: n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
+    sizes = sorted({f"{r['dataset']['name']}"
+                    + (f" (view {r['dataset']['view']})" if r["dataset"].get("view") else "")
+                    + f": n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
                     f"source={r['dataset']['source']}" for r in recs}) or ["no runs"]
     epochs = sorted({r["hparams"].get("epochs") for r in recs if "epochs" in r["hparams"]})
     grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]

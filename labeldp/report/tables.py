@@ -244,7 +244,10 @@ def nonprivate_reference(np_cell: Cell | None) -> tuple[float | None, str]:
 
 
 def _ref_dataset(tcfg: Mapping[str, Any]) -> str:
-    return tcfg["dataset"]
+    """The dataset the paper's cells are filed under: a split view's base (labeldp.data.views)."""
+    from labeldp.data.views import base_dataset
+
+    return base_dataset(tcfg["dataset"])
 
 
 @dataclasses.dataclass

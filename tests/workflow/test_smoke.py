@@ -189,6 +189,10 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
             assert rec["privacy"]["privacy_unit"] == "user" and rec["privacy"]["epsilon"] <= 3.0 + 1e-6
         if rec["dataset"]["name"] == "criteo_attribution" and rec["config"]["run_spec"]["options"].get("examples_per_user"):
             assert rec["privacy"]["privacy_unit"] == "user"
+        if rec["method"].startswith("hybrid") and rec["dataset"]["name"] == "criteo_attribution":
+            # 002 Tables 2 and 3 run on 002's random 80/20 row split (labeldp/data/views.py)
+            assert rec["dataset"]["view"] == "criteo_attribution_random_80_20"
+            assert rec["config"]["run_spec"]["dataset"] == "criteo_attribution_random_80_20"
         if rec["method"] == "rr_with_prior":  # 000 Table 9's split of eps, composed back to eps
             d = rec["details"]
             table9 = {0.18: 0.05, 1.6: 0.1}

@@ -1,0 +1,82 @@
+"""Split views (labeldp.data.views): 002's random 80/20 Criteo Attribution split as a dataset of its own."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+
+from labeldp import plan
+from labeldp.data import criteo_attribution as ca
+from labeldp.data import views
+from labeldp.data.prepare import load_prepared, main as prepare_main
+from labeldp.report.tables import _ref_dataset
+
+VIEW = "criteo_attribution_random_80_20"
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    d = tmp_path_factory.mktemp("view")
+    ca.write_standin(d / "raw" / "criteo_attribution", n_rows=1500, seed=2)
+    raw = d / "raw" / "criteo_attribution"
+    assert prepare_main([VIEW, "--raw-dir", str(raw), "--out", str(d / "view.npz")]) == 0
+    assert prepare_main(["criteo_attribution", "--raw-dir", str(raw), "--out", str(d / "base.npz")]) == 0
+    return d / "view.npz", d / "base.npz"
+
+
+def test_view_prepares_the_base_rows_with_002s_random_split(prepared):
+    view, base = (load_prepared(p) for p in prepared)
+    assert view.name == "criteo_attribution" and view.metadata["view"] == VIEW and "view" not in base.metadata
+    assert view.metadata["split"]["kind"] == "random" and base.metadata["split"]["kind"] == "users"
+    n_view = view.y_train.size + view.y_test.size
+    assert n_view == view.metadata["preprocessing"]["rows_clicked"]  # every clicked impression is kept
+    assert abs(view.y_test.size / n_view - 0.2) < 0.02  # 80/20 of the rows
+    # the rows are the same clicked impressions with the same labels, only split differently
+    assert n_view >= base.y_train.size + base.y_test.size
+    assert view.y_train.sum() + view.y_test.sum() >= base.y_train.sum() + base.y_test.sum()
+    assert views.held_dataset(view) == VIEW and views.held_dataset(base) == "criteo_attribution"
+    assert view.is_synthetic  # the stand-in marker carries through
+
+
+def test_view_layout_reads_the_base_raw_files_and_config():
+    assert views.base_dataset(VIEW) == "criteo_attribution" and views.base_dataset("mnist") == "mnist"
+    assert plan.raw_dir("d", VIEW, "standin") == plan.raw_dir("d", "criteo_attribution", "standin")
+    cfg = {"data_dir": "d", "datasets": {"criteo_attribution": {"standin": True, "subset": None}}}
+    assert plan.dataset_kind(VIEW) == "tabular"
+    assert plan.prepared_path(cfg, VIEW) == f"d/prepared/{VIEW}-standin-full.npz"
+    own = {"data_dir": "d", "datasets": {"criteo_attribution": {"standin": True}, VIEW: {"standin": False}}}
+    assert plan.data_source(own, VIEW) == "official"  # an entry of its own wins
+    assert _ref_dataset({"dataset": VIEW}) == "criteo_attribution"  # 002's cells are filed under the base
+
+
+def test_hybrid_tables_2_and_3_use_the_random_split():
+    from labeldp.config import load_config
+
+    cfg = load_config("workflow/config/config.yaml")
+    assert cfg["tables"]["hybrid_table2"]["dataset"] == VIEW and cfg["tables"]["hybrid_table3"]["dataset"] == VIEW
+    assert cfg["tables"]["table7"]["dataset"] == "criteo_attribution"  # 000 Table 7: disjoint users
+
+
+def test_runner_refuses_data_prepared_for_another_split(prepared, tmp_path):
+    from labeldp import runner
+
+    view_path, base_path = prepared
+    spec = {"dataset": VIEW, "method": "rr", "variant": "default", "epsilon": 1.0, "delta": 0.0, "seed": 0,
+            "hparams": {}}
+
+    def args(path):
+        return argparse.Namespace(spec=json.dumps(spec), data=str(path), out=str(tmp_path / "r.json"))
+
+    with pytest.raises(SystemExit, match="holds 'criteo_attribution'.*run is for 'criteo_attribution_random_80_20'"):
+        runner.load_run(args(base_path))
+    s, d = runner.load_run(args(view_path))
+    assert s.dataset == VIEW and d.name == "criteo_attribution"
+
+
+def test_unknown_view_is_refused(tmp_path):
+    with pytest.raises(KeyError):
+        views.prepare_view("mnist", raw_dir=tmp_path, out_path=tmp_path / "x.npz", subset=None, source="official")
+    assert np.all([v.base in plan.DATASET_KINDS for v in views.VIEWS.values()])
