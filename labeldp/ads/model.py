@@ -145,14 +145,16 @@ def _embedding_input_mask(model: AdsMLP, num_width: int, truncated: bool) -> jax
 
 
 def logit_gradient_norms(model: AdsMLP, params, x, *, truncated: bool = False) -> jax.Array:
-    """``||grad_theta z(x_i)||`` for every row, ``(n,)``, without per-row dense gradients of the
-    embedding tables.
+    """``||grad_theta z(x_i)||`` for every row, ``(n,)``, from one batched forward and backward pass
+    (no per-row gradient is materialised).
 
     Row i reads one row of each categorical feature's own table, so the gradient of z(x_i) with
     respect to table j is zero except in that row, where it equals ``dz / de_j`` (the gradient
     with respect to the looked-up embedding ``e_j``, zero when the truncated model zeroes it).
-    Hence ``||grad_theta z||^2 = ||grad_dense z||^2 + sum_j ||dz / de_j||^2``: a per-row gradient
-    over the MLP's parameters and its input row, not over the tables (most of the parameters).
+    For a Dense layer ``s = a W + b`` the row's gradient is ``a_i^T d_i`` for ``W`` and ``d_i`` for
+    ``b`` (``d_i = dz_i / ds_i``), so ``||grad_W||^2 = ||a_i||^2 ||d_i||^2`` (Goodfellow 2015's
+    per-example norm trick). Hence ``||grad_theta z||^2 = sum_l (||a_{l,i}||^2 + 1) ||d_{l,i}||^2 +
+    sum_j ||dz / de_j||^2``, with ``d`` back-propagated through the MLP in one batched pass.
     Exact: checked against dense per-row gradients in ``tests/ads/test_model_norms.py``.
 
     Args:
@@ -164,14 +166,21 @@ def logit_gradient_norms(model: AdsMLP, params, x, *, truncated: bool = False) -
     """
     h0 = model.apply(params, x, truncated, return_inputs=True)
     mask = _embedding_input_mask(model, int(x[0].shape[-1]), truncated)
-    dense = {"params": {k: v for k, v in params["params"].items() if not k.startswith("embed_")}}
-
-    def z_one(p, h):
-        return model.apply(p, None, truncated, inputs=h[None])[0]
-
-    g_dense, g_h = jax.vmap(jax.grad(z_one, argnums=(0, 1)), in_axes=(None, 0))(dense, h0)
-    sq = sum(jnp.sum(leaf.reshape(leaf.shape[0], -1) ** 2, axis=1) for leaf in jax.tree_util.tree_leaves(g_dense))
-    return jnp.sqrt(sq + jnp.sum((g_h * mask) ** 2, axis=1))
+    layers = [params["params"][f"Dense_{i}"] for i in range(len(model.hidden) + 1)]
+    acts, pre = [h0], []
+    for i, layer in enumerate(layers):  # AdsMLP.__call__'s MLP: ReLU after every hidden Dense
+        s = jnp.dot(acts[-1], layer["kernel"], precision=jax.lax.Precision.HIGHEST) + layer["bias"]
+        pre.append(s)
+        if i < len(layers) - 1:
+            acts.append(jax.nn.relu(s))
+    d = jnp.ones_like(pre[-1])  # dz / ds_L, (n, 1)
+    sq = jnp.zeros(h0.shape[0], h0.dtype)
+    for i in range(len(layers) - 1, -1, -1):
+        sq = sq + (jnp.sum(acts[i] ** 2, axis=1) + 1.0) * jnp.sum(d ** 2, axis=1)
+        d = jnp.dot(d, layers[i]["kernel"].T, precision=jax.lax.Precision.HIGHEST)  # dz / d a_i
+        if i > 0:
+            d = d * (pre[i - 1] > 0)  # ReLU'
+    return jnp.sqrt(sq + jnp.sum((d * mask) ** 2, axis=1))
 
 
 def two_class_logits(model: AdsMLP, *, truncated: bool = False):
