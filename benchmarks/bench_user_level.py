@@ -350,7 +350,7 @@ def render(p: dict) -> str:
         lines += [
             "",
             f"Projection iterations per timed LabelDP-Pro step (FISTA, cap {s['proj_steps']}): median "
-            f"{_f(pro['projection_iterations_median'], '{:.0f}')} (counted in chunks of 10: the gap is checked between chunks), min {_f(pro['projection_iterations_min'], '{:.0f}')}, "
+            f"{_f(pro['projection_iterations_median'], '{:.0f}')} (the solver stops at the first iterate whose gap meets the tolerance), min {_f(pro['projection_iterations_min'], '{:.0f}')}, "
             f"max {_f(pro['projection_iterations_max'], '{:.0f}')}; median relative Frank-Wolfe gap at the stop "
             f"{_f(pro['projection_gap_relative_median'], '{:.2e}')} (tolerance {pro['projection_options']['tol']:g}). "
             "Each iteration is one JVP and one VJP through the network over the alternative batch's rows "

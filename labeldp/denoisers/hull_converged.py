@@ -30,7 +30,7 @@ leaves open made so that the projection converges and denoises:
 
 Solvers (as in :mod:`labeldp.denoisers`): ``jacobian`` materialises ``G^T`` once and runs one
 ``lax.while_loop`` of dense products; ``matrix_free`` drives jitted chunks of JVP/VJP iterations
-from Python and checks the gap after each chunk.
+from Python, each iteration guarded by the gap, so both stop at the first iterate within tolerance.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ class HullOptions:
       smoothing: lambda of 000 Section 3.3 (1 disables it).
       solver: ``"auto"`` (``jacobian`` when ``G^T`` takes at most ``JACOBIAN_MAX_BYTES``),
         ``"jacobian"`` or ``"matrix_free"``.
-      chunk: iterations per jitted chunk of the matrix-free solver (the gap is checked between
-        chunks).
+      chunk: iterations per jitted chunk of the matrix-free solver (each iteration runs only while
+        the gap is above the tolerance; the host checks between chunks whether to launch another).
       power_iters: power iterations for ``L``.
       step_size: a fixed FISTA step instead of ``1 / (1.05 L)`` (000 D.2's grid {0.01, 0.02,
         0.05}; sensible only for the per-example set, where ``G / n`` makes L small); capped at
@@ -290,10 +290,14 @@ def _mf_init(f, params, x, mask, g, w, step, *, opts_key, start, power_iters):
 
 
 @functools.partial(jax.jit, static_argnames=("f", "per_example", "n_iters"))
-def _mf_chunk(f, params, x, mask, g, w, eta, st, *, per_example, n_iters):
+def _mf_chunk(f, params, x, mask, g, w, eta, st, thr, *, per_example, n_iters):
+    """Up to ``n_iters`` FISTA iterations; each runs only while the gap is above ``thr`` (a
+    conditional, so the stop is at the first iterate that meets the tolerance, as in the jacobian
+    solver's loop, not at the chunk's end)."""
     maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
+    step = functools.partial(_step, maps, g, mask, per_example, eta)
     for _ in range(n_iters):
-        st = _step(maps, g, mask, per_example, eta, st)
+        st = jax.lax.cond(st.gap > thr, step, lambda s: s, st)
     return st
 
 
@@ -315,7 +319,8 @@ def _solve_matrix_free(f, params, x, mask, g, opts: HullOptions, key):
     thr = float(opts.tol) * float(scale)
     while int(st.it) < int(opts.max_steps) and float(st.gap) > float(thr):
         c = min(int(opts.chunk), int(opts.max_steps) - int(st.it))
-        st = _mf_chunk(f, params, x, mask, g, w, eta, st, per_example=per_example, n_iters=c)
+        st = _mf_chunk(f, params, x, mask, g, w, eta, st, jnp.asarray(thr, st.gap.dtype), per_example=per_example,
+                       n_iters=c)
     beta = uniform_point(w.shape, mask, per_example, w.dtype)
     out, bias = _mf_output(f, params, x, mask, w, st.alpha, beta, float(opts.smoothing))
     return out, st, obj0, eta, bias, scale

@@ -4,6 +4,8 @@ batch gradient, and the label-free predicted start."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.flatten_util
 import jax.numpy as jnp
@@ -85,6 +87,22 @@ def test_gap_is_an_upper_bound_along_the_way():
             f = float(np.sum((G @ np.asarray(res.alpha).reshape(-1) - g_vec) ** 2))
             assert int(res.iterations) == steps
             assert f - f_star <= float(res.gap) * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("coef", ["joint", "per_example"])
+def test_both_solvers_stop_at_the_first_iterate_within_tolerance(coef):
+    """The matrix-free solver's chunks (7 iterations) do not overshoot the stopping rule: it stops
+    at the same iterate as the jacobian solver's loop, with the same coefficients."""
+    with jax.enable_x64(True):
+        params, x, unravel, g_vec = make_problem(n=6, seed=5)
+        g = unravel(jnp.asarray(g_vec))
+        free = HullOptions(vertices="clipped", clip_norm=0.5, coefficient_set=coef, start="uniform", tol=1e-4,
+                           max_steps=500, chunk=7, solver="jacobian")
+        jac = converged_hull_projection(mlp, params, x, g, options=free)
+        mf = converged_hull_projection(mlp, params, x, g, options=dataclasses.replace(free, solver="matrix_free"))
+        assert 1 <= int(jac.iterations) < 500 and int(jac.iterations) % 7 != 0  # a stop inside a chunk
+        assert int(mf.iterations) == int(jac.iterations)
+        np.testing.assert_allclose(np.asarray(mf.alpha), np.asarray(jac.alpha), rtol=1e-8, atol=1e-12)
 
 
 def test_frank_wolfe_gap_against_its_definition():
