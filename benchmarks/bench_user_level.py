@@ -363,8 +363,8 @@ def render(p: dict) -> str:
             if "column_norms_s" in b:
                 text += (f", of which the exact per-(row, class) gradient norms of the {pro['alt_batch_rows']} "
                          f"alternative rows (`hull_converged.column_norms`, which uses the ads model's own "
-                         f"`two_class_logits(...).column_norms`: one per-row gradient over the MLP and its input row, "
-                         f"not a dense one over all {pro['params']:,} parameters) {b['column_norms_s']:.2f} s "
+                         f"`two_class_logits(...).column_norms`: the per-example norm trick, ||a_i||^2 ||d_i||^2 per Dense layer plus the input row's "
+                         f"gradient, from one batched forward and backward pass; no per-row gradient over the {pro['params']:,} parameters) {b['column_norms_s']:.2f} s "
                          f"(timed separately, {100 * b['column_norms_s'] / b['denoiser_s']:.0f}% of the denoiser call) and "
                          f"the projection proper (power iterations for 1/L, FISTA, output) the remaining "
                          f"{b['projection_rest_s']:.2f} s.")
