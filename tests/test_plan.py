@@ -223,3 +223,16 @@ def test_bad_calibration_relation_names_the_key():
     cfg = repo_config(calibration_relation="replace_one")
     with pytest.raises(ConfigError, match="calibration_relation"):
         validate_config(cfg, SCHEMA)
+
+
+def test_table7_states_000s_claim_at_every_cap():
+    """000 Section 6: LabelDP-Pro above RR for every eps < 5, at every cap k of the table."""
+    cfg = repo_config()
+    t7 = cfg["tables"]["table7"]
+    caps = sorted({c["ref_k"] for c in t7["columns"]})
+    claims = {c["winner"]: c for c in t7["claims"]}
+    assert caps == [2, 5, 10]
+    for k in caps:
+        c = claims[f"labeldp_pro_k{k}"]
+        assert c["losers"] == [f"rr_k{k}"]
+        assert c["epsilons"] == [e for e in t7["epsilons"] if e < 5]
