@@ -131,5 +131,6 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
                  "label_noise_rate": out["label_noise_rate"], "optimizers": list(opt), "model": cfg_model.to_dict(),
                  "sensitive_features": list(data.sensitive_features),
                  "data_deviation": ("000's user-split preparation, not 002's random 80/20 split"
-                                    if data.name == "criteo_attribution" else None)},
+                                    if data.name == "criteo_attribution"
+                                    and (data.metadata.get("split") or {}).get("kind") == "users" else None)},
     )

@@ -80,3 +80,19 @@ def test_each_method_composes_its_phases_budgets(data, method, keys):
     if method == "hybrid":
         assert d["epsilon1"] == pytest.approx(3.0) and d["label_noise_rate"] is not None
     assert 0.0 <= res.metrics["test_auc"] <= 1.0
+    assert d["data_deviation"] == "000's user-split preparation, not 002's random 80/20 split"  # the fixture's split
+
+
+def test_on_002s_random_split_the_record_states_no_data_deviation(tmp_path):
+    """On the split view 002's tables use (labeldp.data.views), the record does not claim 000's split."""
+    from baselines import hybrid_rr
+    from labeldp.data import criteo_attribution
+    from labeldp.data.tabular import load_prepared_tabular
+
+    criteo_attribution.write_standin(tmp_path / "raw", n_rows=1500, seed=1)
+    view = load_prepared_tabular(criteo_attribution.prepare_dataset(
+        raw_dir=tmp_path / "raw", out_path=tmp_path / "v.npz", source="synthetic_standin", split="random_80_20",
+        view="criteo_attribution_random_80_20"))
+    spec = RunSpec(dataset="criteo_attribution_random_80_20", method="hybrid_rr", variant="default", epsilon=5.0,
+                   delta=1e-5, seed=0, hparams={k: HP[k] for k in ("learning_rate", "epochs", "batch_size")})
+    assert hybrid_rr.run(view, spec).details["data_deviation"] is None
