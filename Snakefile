@@ -18,7 +18,7 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 sys.path.insert(0, workflow.basedir)
 
 from labeldp import plan as _plan
-from labeldp.config import gpu_slots_env, validate_config
+from labeldp.config import gpu_slots_env, jax_cache_env, validate_config
 from labeldp.plan import ConfigError
 
 try:
@@ -39,8 +39,10 @@ RUNS = _plan.all_runs(config)
 
 # `--resources gpu_slots=N` (workflow/profiles/gpu): N training/audit jobs share one GPU, each
 # with XLA_PYTHON_CLIENT_MEM_FRACTION = 0.9 / N. Not given: no fraction (CPU; Slurm gres).
+# Every JAX job also gets the persistent compilation cache (config jax_compilation_cache_dir; null: off).
 try:
-    GPU_ENV = gpu_slots_env(getattr(workflow.global_resources.get("gpu_slots"), "value", None))
+    JOB_ENV = gpu_slots_env(getattr(workflow.global_resources.get("gpu_slots"), "value", None)) + jax_cache_env(
+        config.get("jax_compilation_cache_dir"), workdir=os.getcwd())
 except ConfigError as err:
     raise WorkflowError(str(err))
 

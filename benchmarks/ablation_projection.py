@@ -163,8 +163,9 @@ def main(argv=None) -> int:
     out = Path(a.out) if a.out else ROOT / (f"benchmarks/results/projection_ablation_{a.dataset}_eps{a.eps:g}_"
                                              f"{jax.default_backend()}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    _write(out.with_suffix(".json"), json.dumps(result, indent=2))
-    _write(out.with_suffix(".md"), "\n".join(_markdown(result)) + "\n")
+    # not with_suffix: the stem holds the eps ("eps0.2"), whose "." is not a suffix
+    _write(Path(f"{out}.json"), json.dumps(result, indent=2))
+    _write(Path(f"{out}.md"), "\n".join(_markdown(result)) + "\n")
     print("\n".join(_markdown(result)))
     return 0
 

@@ -193,6 +193,8 @@ def environment(*, git_at_start: Mapping[str, Any] | None = None) -> dict[str, A
         "jax_devices": devices,
         "git": git,
         "lock": lock_status(),
+        # JAX's persistent compilation cache (labeldp.config.jax_cache_env); None: compiled here
+        "jax_compilation_cache": os.environ.get("JAX_COMPILATION_CACHE_DIR") or None,
     }
     if now != git:
         out["git_at_write"] = now

@@ -38,7 +38,7 @@ def test_gpu_profile_bounds_jobs_per_gpu_with_gpu_slots():
     profile = yaml.safe_load((REPO / "workflow/profiles/gpu/config.yaml").read_text())
     assert any(r.startswith("gpu_slots=") for r in profile["resources"])
     rules = (REPO / "workflow/rules/train.smk").read_text() + (REPO / "workflow/rules/audit.smk").read_text()
-    assert rules.count("gpu_slots=1") == 2 and rules.count("{GPU_ENV}") == 2
+    assert rules.count("gpu_slots=1") == 2 and rules.count("{JOB_ENV}") == 2
 
 
 def _dry_run(tmp_path, *extra):
@@ -52,7 +52,7 @@ def test_training_jobs_run_with_the_share_only_when_gpu_slots_is_given(tmp_path)
     shared = _dry_run(tmp_path, "--resources", "gpu_slots=2")
     assert shared.returncode == 0, shared.stderr[-3000:]
     train_cmds = [l.split("Shell command:")[-1].strip() for l in shared.stdout.splitlines() if "labeldp.runner" in l]
-    assert train_cmds and all(c.startswith("XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 ") for c in train_cmds)
+    assert train_cmds and all(c.startswith("XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 JAX_COMPILATION_CACHE_DIR=") for c in train_cmds)
     alone = _dry_run(tmp_path)
     assert alone.returncode == 0, alone.stderr[-3000:]
     assert "labeldp.runner" in alone.stdout and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in alone.stdout

@@ -37,7 +37,7 @@ rule audit_run:
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "{GPU_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.runner --spec {params.spec:q} "
+        "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.runner --spec {params.spec:q} "
         "--data {input.data} --out {output} --train-subset {params.acfg[train_subset]} "
         "--num-canaries {params.acfg[num_canaries]} --confidence {params.acfg[confidence]} "
         "--workflow-config {params.wf:q} > {log} 2>&1"

@@ -32,7 +32,7 @@ rule pretrain_simclr:
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "{GPU_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.simclr.pretrain --data {input.images} "
+        "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.simclr.pretrain --data {input.images} "
         "--out-dir {params.out_dir} --config {params.ssl:q} > {log} 2>&1"
 
 
@@ -58,5 +58,5 @@ rule features:
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "{GPU_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.simclr.features --data {input.images} "
+        "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.simclr.features --data {input.images} "
         "--encoder-dir {params.enc_dir} --out {output} --dataset-name {params.name} > {log} 2>&1"

@@ -33,5 +33,5 @@ rule train:
     conda:
         "../../envs/labeldp.yaml"
     shell:
-        "{GPU_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.runner --spec {params.spec:q} "
+        "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.runner --spec {params.spec:q} "
         "--data {input.data} --out {output} --workflow-config {params.wf:q} > {log} 2>&1"
