@@ -36,6 +36,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_converged_projection import _cos, _flat, train_until  # noqa: E402  (shared checkpoint helpers)
 
 CLIP, LR, N1, STEPS, DELTA, N2_MAX = 5.0, 0.2, 1024, 585, 1e-5, 256
 BASE = dict(vertices="clipped", coefficient_set="joint", start="predicted", tol=1e-3, max_steps=500,
@@ -54,16 +56,6 @@ def ablation_variants() -> dict[str, dict]:
             s["max_steps"] = 2000  # a tighter tolerance needs a larger cap to mean anything
         out[f"{axis}={value}"] = dict(axis=axis, **s)
     return out
-
-
-def _flat(tree):
-    import jax.flatten_util
-
-    return np.asarray(jax.flatten_util.ravel_pytree(tree)[0], np.float64)
-
-
-def _cos(a, b):
-    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
 
 
 def _summary(vals):
@@ -113,11 +105,7 @@ def main(argv=None) -> int:
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     t_start, done = time.perf_counter(), 0
     for ck in checkpoints:
-        while done < ck:
-            idx, mask = next(batches)
-            key, sk = jax.random.split(key)
-            state, _ = step(state, Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask)), sk)
-            done += 1
+        state, key, done = train_until(step, state, key, batches, xd, yd, done=done, until=ck)
         acc = float(np.mean(np.argmax(np.asarray(model.logits(state.params, xd[:2000])), -1) == y[:2000]) * 100)
         unravel = jax.flatten_util.ravel_pytree(state.params)[1]
         for d in range(a.draws):

@@ -49,6 +49,25 @@ def _cos(a, b):
     return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
 
 
+def train_until(step, state, key, batches, xd, yd, *, done: int, until: int):
+    """Plain DP-SGD steps on the next Poisson batches until ``until`` steps are done.
+
+    Returns:
+      ``(state, key, done)`` after the steps (shared with ``ablation_projection.py``).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from labeldp.dpsgd import Batch
+
+    while done < until:
+        idx, mask = next(batches)
+        key, sk = jax.random.split(key)
+        state, _ = step(state, Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask)), sk)
+        done += 1
+    return state, key, done
+
+
 def variants(quick: bool):
     from labeldp.denoisers.hull_converged import HullOptions
 
@@ -105,11 +124,7 @@ def main(argv=None) -> int:
     rows, done = [], 0
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     for ck in checkpoints:
-        while done < ck:
-            idx, mask = next(batches)
-            key, sk = jax.random.split(key)
-            state, _ = step(state, Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask)), sk)
-            done += 1
+        state, key, done = train_until(step, state, key, batches, xd, yd, done=done, until=ck)
         idx, mask = next(batches)
         batch = Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask))
         key, sk = jax.random.split(key)
