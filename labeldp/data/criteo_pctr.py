@@ -94,6 +94,7 @@ from .tabular import TabularDataError, save_prepared_tabular
 from .criteo_pctr_reader import (  # the raw format and its streaming reader (their own module)
     ARCHIVE, BLOCK_BYTES, CATEGORICAL_FEATURES, COLUMNS, LABEL, MEMBER, NUMERICAL_FEATURES, OLD_ARCHIVE_NAME,
     README_MEMBER, TEST_MEMBER, _archive_path, _blocks, _count_rows, _Interner, _open_member, _parse_block)
+from . import criteo_pctr_reader as _reader  # runtime reads of BLOCK_BYTES go through the reader, which uses it
 from .criteo_pctr_standin import write_standin  # the stand-in writer (its own module)
 
 __all__ = ["ARCHIVE", "MEMBER", "COLUMNS", "LABEL", "NUMERICAL_FEATURES", "CATEGORICAL_FEATURES",
@@ -128,7 +129,7 @@ def expected_peak_increase_bytes(n_rows: int, n_distinct: int = 0) -> int:
     (one parsed block) ``+ 96 MiB``. Full file (45,840,617 rows, ~30 million distinct values): ~9.0 GB."""
     n_train = split_sizes(n_rows)[0]
     return int(BYTES_PER_ROW * n_rows + VALIDATION_BYTES_PER_TRAIN_ROW * n_train + BYTES_PER_DISTINCT_VALUE * n_distinct
-               + BLOCK_OVERHEAD_FACTOR * BLOCK_BYTES + FIXED_OVERHEAD_BYTES)
+               + BLOCK_OVERHEAD_FACTOR * _reader.BLOCK_BYTES + FIXED_OVERHEAD_BYTES)
 
 
 def split_sizes(n: int) -> tuple[int, int, int]:
@@ -275,7 +276,7 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
             "numerical_negative": {c: int(v) for c, v in zip(NUMERICAL_FEATURES, negative)},
             "categorical_missing": {c: int(v) for c, v in zip(CATEGORICAL_FEATURES, cat_missing)},
             "categorical_rule": "vocabulary of the training split in hash order; 0 = missing or unseen",
-            "block_bytes": BLOCK_BYTES,
+            "block_bytes": _reader.BLOCK_BYTES,
             "peak_rss_bytes_at_start": rss_start,
             "peak_rss_bytes_before_save": rss_before_save,
             "expected_array_bytes": BYTES_PER_ROW * n,
