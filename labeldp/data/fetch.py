@@ -32,30 +32,53 @@ CLI (used by the Snakemake rule)::
 
     python -m labeldp.data.fetch <dataset> --data-dir D [--mirror M] [--no-download]
                                  [--sha256 HEX] [--census-path P] [--quiet]
+
+Layout: errors, digests and sidecars live in :mod:`.fetch_checksums`, mirror / progress /
+download plumbing in :mod:`.fetch_transfer`, the census extract check in
+:mod:`.fetch_census`; this module re-exports them (it is the import surface) and holds
+:func:`fetch_dataset` and the CLI.
 """
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import sys
-import tempfile
-import time
 import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .registry import (
-    CENSUS1940_CATEGORICAL_FEATURES,
-    CENSUS1940_DEFAULT_FILENAME,
-    CENSUS1940_LABEL,
-    CENSUS1940_NUMERICAL_FEATURES,
-    DatasetSpec,
-    RemoteFile,
-    get_spec,
+# The pieces live in fetch_checksums (errors, digests, sidecars), fetch_transfer (mirror,
+# progress, download) and fetch_census (the IPUMS extract); this module re-exports them.
+from .fetch_census import _census_ddi_path, _census_header, _fetch_census
+from .fetch_checksums import (
+    ChecksumError,
+    DataError,
+    DataMissingError,
+    _CHUNK,
+    _checksum_error,
+    _first_mismatch,
+    _mismatches,
+    _umask_mode,
+    _write_sidecar,
+    file_digests,
+    locate_raw_file,
+    read_sidecar,
+    sidecar_path,
+    verify_file,
 )
+from .fetch_transfer import (
+    MIRROR_ENV,
+    TIMEOUT_ENV,
+    _USER_AGENT,
+    _download_to_temp,
+    _fmt_bytes,
+    _log,
+    _Progress,
+    _stream_to_temp,
+    mirror_dirs,
+)
+from .registry import DatasetSpec, RemoteFile, get_spec
 
 __all__ = [
     "DataError",
@@ -71,288 +94,10 @@ __all__ = [
     "main",
 ]
 
-MIRROR_ENV = "LABELDP_DATA_MIRROR"
-TIMEOUT_ENV = "LABELDP_DOWNLOAD_TIMEOUT"
 STANDIN_MARKER = "STANDIN_SYNTHETIC"  # same name as labeldp.data.rawformats.STANDIN_MARKER
-_CHUNK = 1 << 20
-_USER_AGENT = "labeldp-fetch/0.1 (+https://github.com; research reproduction)"
-
-
-# ================================================================================ errors
-
-
-class DataError(RuntimeError):
-    """Base class of the data layer's errors."""
-
-
-class DataMissingError(DataError):
-    """A raw file is not available (not in the data dir, not in the mirror, not downloadable)."""
-
-
-class ChecksumError(DataError):
-    """A file's checksum differs from the expected one.
-
-    Attributes: ``path`` (the file or URL checked), ``filename`` (its dataset file name),
-    ``algorithm`` ("md5" or "sha256"), ``expected``, ``actual`` (the first failing
-    checksum; md5 before sha256) and ``also`` (further failing checksums).
-    """
-
-    def __init__(
-        self,
-        path: str | os.PathLike,
-        algorithm: str,
-        expected: str,
-        actual: str,
-        *,
-        filename: str | None = None,
-        hint: str | None = None,
-        also: Sequence[tuple[str, str, str]] = (),
-    ) -> None:
-        # a URL stays a string (Path would collapse its "//")
-        self.path = path if isinstance(path, str) and "://" in path else Path(path)
-        self.filename = filename or Path(str(path)).name
-        self.algorithm = algorithm
-        self.expected = expected
-        self.actual = actual
-        if hint is None:
-            hint = (
-                "The file is corrupt or is not the official file. Delete it and fetch it again "
-                "(python -m labeldp.data.fetch <dataset> --data-dir ...); if it came from a mirror "
-                "directory, replace the mirror copy with a verified one."
-            )
-        self.also = tuple(also)
-        extra = "".join(f" (also {a}: expected {e}, got {g})" for a, e, g in self.also)
-        super().__init__(
-            f"checksum mismatch for {self.filename} ({self.path}): expected {algorithm} {expected}, "
-            f"got {algorithm} {actual}{extra}. {hint}"
-        )
-
-
-# ============================================================================= checksums
-
-
-def locate_raw_file(raw_dir: str | os.PathLike, names: Sequence[str]) -> Path | None:
-    """A fetched raw file of one of ``names``: directly in ``raw_dir``, else wherever its
-    ``MANIFEST.json`` (written by :func:`fetch_dataset`) says a file of that name lies.
-
-    Args:
-      raw_dir: the dataset's raw directory.
-      names: acceptable file names, in order of preference for the direct look-up.
-
-    Returns:
-      The path, or None when no such file exists.
-    """
-    import json
-
-    raw_dir = Path(raw_dir)
-    for name in names:
-        if (raw_dir / name).is_file():
-            return raw_dir / name
-    manifest = raw_dir / "MANIFEST.json"
-    if manifest.is_file():
-        for entry in json.loads(manifest.read_text()).get("files", []):
-            p = Path(entry.get("path", ""))
-            if p.name in names and p.is_file():
-                return p
-    return None
-
-
-def file_digests(path: str | os.PathLike) -> dict[str, str]:
-    """md5 and sha256 (hex) of a file, computed in one pass."""
-    md5, sha = hashlib.md5(), hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            md5.update(chunk)
-            sha.update(chunk)
-    return {"md5": md5.hexdigest(), "sha256": sha.hexdigest()}
-
-
-def _mismatches(actual: Mapping[str, str], expected: Mapping[str, str]) -> list[tuple[str, str, str]]:
-    """(algorithm, expected, actual) for every failing checksum; md5 (the published one) first."""
-    out = []
-    for alg in ("md5", "sha256"):
-        exp = (expected.get(alg) or "").strip().lower()
-        if exp and actual[alg] != exp:
-            out.append((alg, exp, actual[alg]))
-    return out
-
-
-def _first_mismatch(actual: Mapping[str, str], expected: Mapping[str, str]) -> tuple[str, str, str] | None:
-    bad = _mismatches(actual, expected)
-    return bad[0] if bad else None
-
-
-def _checksum_error(path, actual, expected, **kwargs) -> ChecksumError | None:
-    bad = _mismatches(actual, expected)
-    if not bad:
-        return None
-    return ChecksumError(path, *bad[0], also=bad[1:], **kwargs)
-
-
-def verify_file(
-    path: str | os.PathLike, *, md5: str | None = None, sha256: str | None = None
-) -> dict[str, str]:
-    """Check ``path`` against the given md5 and/or sha256; return both actual digests.
-
-    Raises :class:`ChecksumError` (naming the file, expected and actual value) on a
-    mismatch, :class:`FileNotFoundError` if the file is absent, and :class:`ValueError`
-    when no checksum is given.
-    """
-    if not md5 and not sha256:
-        raise ValueError("verify_file needs md5 and/or sha256")
-    actual = file_digests(path)
-    err = _checksum_error(path, actual, {"md5": md5 or "", "sha256": sha256 or ""})
-    if err:
-        raise err
-    return actual
-
-
-def sidecar_path(path: str | os.PathLike) -> Path:
-    """``<file>.sha256`` next to ``path``."""
-    path = Path(path)
-    return path.with_name(path.name + ".sha256")
-
-
-def read_sidecar(path: str | os.PathLike) -> str | None:
-    """The sha256 recorded for ``path`` (sha256sum format), or None if there is none."""
-    side = sidecar_path(path)
-    if not side.is_file():
-        return None
-    text = side.read_text().strip()
-    if not text:
-        return None
-    value = text.split()[0].lower()
-    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
-        raise DataError(f"{side}: not a sha256 sidecar (content {text[:80]!r}); delete it")
-    return value
-
-
-def _write_sidecar(path: Path, sha256: str) -> Path:
-    side = sidecar_path(path)
-    content = f"{sha256}  {path.name}\n"
-    if side.is_file() and side.read_text() == content:
-        return side
-    fd, tmp = tempfile.mkstemp(prefix=side.name + ".part-", dir=side.parent)
-    os.chmod(tmp, _umask_mode())
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(content)
-        os.replace(tmp, side)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return side
 
 
 # ============================================================================== helpers
-
-
-def _umask_mode(mode: int = 0o666) -> int:
-    """``mode`` filtered by the process umask (mkstemp creates 0600 files)."""
-    current = os.umask(0)
-    os.umask(current)
-    return mode & ~current
-
-
-def _log(msg: str, quiet: bool) -> None:
-    if not quiet:
-        print(f"[labeldp.data] {msg}", file=sys.stderr, flush=True)
-
-
-def mirror_dirs(mirror: str | os.PathLike | Sequence[str | os.PathLike] | None = None) -> list[Path]:
-    """Mirror directories to search: the argument, else ``$LABELDP_DATA_MIRROR``."""
-    if mirror is None:
-        env = os.environ.get(MIRROR_ENV, "")
-        return [Path(p) for p in env.split(os.pathsep) if p.strip()]
-    if isinstance(mirror, (str, os.PathLike)):
-        return [Path(mirror)] if str(mirror) else []
-    return [Path(m) for m in mirror if str(m)]
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
-class _Progress:
-    """Progress on stderr: a rewritten line on a terminal, a line per 10% otherwise."""
-
-    def __init__(self, label: str, total: int | None, quiet: bool) -> None:
-        self.label, self.total, self.quiet = label, total, quiet
-        self.done = 0
-        self.tty = sys.stderr.isatty()
-        self.last_step = -1
-        self.last_time = 0.0
-        self.start = time.monotonic()
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if self.total:
-            step = int(10 * self.done / self.total)
-            pct = f"{100 * self.done / self.total:5.1f}%"
-        else:
-            step = int(self.done // (50 << 20))
-            pct = "?"
-        if self.tty and now - self.last_time > 0.2:
-            self.last_time = now
-            total = _fmt_bytes(self.total) if self.total else "?"
-            print(f"\r  {self.label}: {_fmt_bytes(self.done)} / {total} ({pct})", end="", file=sys.stderr, flush=True)
-        elif not self.tty and step != self.last_step:
-            self.last_step = step
-            print(f"  {self.label}: {_fmt_bytes(self.done)} ({pct})", file=sys.stderr, flush=True)
-
-    def finish(self) -> None:
-        if self.quiet:
-            return
-        secs = time.monotonic() - self.start
-        end = "\n" if self.tty else ""
-        print(f"{end}  {self.label}: {_fmt_bytes(self.done)} in {secs:.1f} s", file=sys.stderr, flush=True)
-
-
-def _stream_to_temp(src, dest: Path, progress: _Progress | None) -> tuple[Path, dict[str, str]]:
-    """Copy a binary stream to ``<dest>.part-<random>`` (same dir), hashing on the way.
-
-    Returns (temp path, digests). The temp file is removed if anything fails.
-    """
-    fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".part-", dir=dest.parent)
-    tmp = Path(tmp_name)
-    os.chmod(tmp, _umask_mode())
-    md5, sha = hashlib.md5(), hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out:
-            while chunk := src.read(_CHUNK):
-                out.write(chunk)
-                md5.update(chunk)
-                sha.update(chunk)
-                if progress is not None:
-                    progress.update(len(chunk))
-            out.flush()
-            os.fsync(out.fileno())
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return tmp, {"md5": md5.hexdigest(), "sha256": sha.hexdigest()}
-
-
-def _download_to_temp(url: str, dest: Path, quiet: bool) -> tuple[Path, dict[str, str]]:
-    timeout = float(os.environ.get(TIMEOUT_ENV, "60"))
-    req = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (http(s) URLs from the registry)
-        length = resp.headers.get("Content-Length")
-        total = int(length) if length and length.isdigit() else None
-        progress = _Progress(dest.name, total, quiet)
-        tmp, digests = _stream_to_temp(resp, dest, progress)
-        progress.finish()
-    if total is not None and progress.done != total:
-        tmp.unlink(missing_ok=True)
-        raise OSError(f"truncated download: got {progress.done} of {total} bytes")
-    return tmp, digests
 
 
 def _expected_checksums(rf: RemoteFile, dest: Path, pinned: str | None) -> tuple[dict[str, str], str]:
@@ -533,82 +278,6 @@ def _fetch_file(spec: DatasetSpec, rf: RemoteFile, dest_dir: Path, mirrors: list
         raise checksum_errors[0]
     msg = _missing_message(spec, rf, dest, searched, mirrors, "download failed")
     raise DataMissingError(msg + "\n  download errors:\n" + "\n".join(f"    {e}" for e in errors))
-
-
-# ================================================================================ census
-
-
-def _census_ddi_path(path: Path) -> Path:
-    name = path.name
-    for suffix in (".gz", ".dat"):
-        if name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-    return path.with_name(name + ".xml")
-
-
-def _census_header(path: Path) -> list[str]:
-    import gzip
-
-    with open(path, "rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
-    with opener(path, "rt", encoding="latin1", newline="") as fh:  # type: ignore[operator]
-        first = fh.readline()
-    return [c.strip().strip('"').upper() for c in first.split(",")]
-
-
-def _fetch_census(spec: DatasetSpec, data_dir: Path, census_path: str | os.PathLike | None,
-                  pinned: str | None, quiet: bool) -> list[Path]:
-    path = Path(census_path) if census_path else data_dir / spec.name / CENSUS1940_DEFAULT_FILENAME
-    where = (
-        f"Put the extract at: {path}\n(that is the configured census_path"
-        + ("" if census_path else ", here the default <data_dir>/census1940/" + CENSUS1940_DEFAULT_FILENAME)
-        + "; set census_path in the workflow config to use another location)."
-    )
-    if not path.is_file():
-        raise DataMissingError(
-            f"census1940: the IPUMS 1940 full-count extract was not found at {path}.\n\n"
-            f"{spec.manual_instructions}\n{where}"
-        )
-    files = [path]
-    lower = path.name.lower()
-    if ".csv" in lower:
-        columns = _census_header(path)
-        if CENSUS1940_LABEL not in columns:
-            raise DataMissingError(
-                f"census1940: {path} has no {CENSUS1940_LABEL} column (header: {columns[:30]}). "
-                f"Make a new IPUMS extract that includes {CENSUS1940_LABEL}.\n\n{spec.manual_instructions}\n{where}"
-            )
-        absent = [v for v in CENSUS1940_CATEGORICAL_FEATURES + CENSUS1940_NUMERICAL_FEATURES if v not in columns]
-        if absent:
-            print(
-                f"[labeldp.data] warning: {path} lacks the default census features {absent}; fine only if "
-                "the workflow config selects other features.",
-                file=sys.stderr,
-            )
-    elif ".dat" in lower:
-        ddi = _census_ddi_path(path)
-        if not ddi.is_file():
-            raise DataMissingError(
-                f"census1940: {path} is a fixed-width IPUMS file, which cannot be read without its DDI "
-                f"codebook; expected it at {ddi} (download the 'DDI' link next to the extract on IPUMS).\n\n"
-                f"{spec.manual_instructions}\n{where}"
-            )
-        if f'name="{CENSUS1940_LABEL}"' not in ddi.read_text(encoding="utf-8", errors="replace"):
-            raise DataMissingError(
-                f"census1940: the DDI codebook {ddi} does not define {CENSUS1940_LABEL}; the extract lacks the "
-                f"label variable.\n\n{spec.manual_instructions}\n{where}"
-            )
-        files.append(ddi)
-    else:
-        raise DataMissingError(
-            f"census1940: {path} is neither an IPUMS CSV (.csv / .csv.gz) nor a fixed-width file "
-            f"(.dat / .dat.gz with its .xml DDI codebook).\n\n{spec.manual_instructions}\n{where}"
-        )
-    if pinned:
-        verify_file(path, sha256=pinned)
-    _log(f"census extract {path} found" + (" and verified" if pinned else ""), quiet)
-    return files
 
 
 # ================================================================================ public

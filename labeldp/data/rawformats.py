@@ -21,22 +21,60 @@ protocol-2 opcodes as the official files). They are used by the tests and by
 formats for CPU smoke runs when the real files are not available. Stand-ins are always
 marked by a ``STANDIN_SYNTHETIC`` file next to them, and everything downstream records
 ``source = "synthetic_standin"``.
+
+Layout: the IDX reader/writer live in :mod:`.rawformats_idx`, the CIFAR-10 reader in
+:mod:`.rawformats_cifar10_reader`, its writer in :mod:`.rawformats_cifar10_writer`; this
+module re-exports them (it is the import surface) and holds the stand-ins and the CLI.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import os
-import pickle
-import struct
-import tarfile
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
+
+# The parsers/writers live in rawformats_idx, rawformats_cifar10_reader and
+# rawformats_cifar10_writer; this module re-exports them and holds the stand-ins.
+from .rawformats_cifar10_reader import (
+    CIFAR10_DIRNAME,
+    CIFAR10_LABEL_NAMES,
+    CIFAR10_META_MEMBER,
+    CIFAR10_TEST_MEMBER,
+    CIFAR10_TRAIN_MEMBERS,
+    CifarFormatError,
+    RawSplits,
+    _decode_batch,
+    _reconstruct_function,
+    _RestrictedUnpickler,
+    _unpickle_batch,
+    read_cifar10_tar,
+)
+from .rawformats_cifar10_writer import (
+    _check_images,
+    _cifar_batch_pickle,
+    _cifar_meta_pickle,
+    _p2_dict,
+    _p2_int,
+    _p2_list,
+    _p2_str,
+    _p2_tuple,
+    _p2_uint8_matrix,
+    write_cifar10_tar,
+)
+from .rawformats_idx import (
+    _GZIP_MAGIC,
+    _IDX_CODES,
+    _IDX_DTYPES,
+    IDX_IMAGES_MAGIC,
+    IDX_LABELS_MAGIC,
+    IDXFormatError,
+    _read_maybe_gzip,
+    read_idx,
+    write_idx,
+)
 
 __all__ = [
     "IDXFormatError",
@@ -60,375 +98,7 @@ __all__ = [
     "write_standin_marker",
 ]
 
-IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned byte, 1 dimension
-IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned byte, 3 dimensions
-
 STANDIN_MARKER = "STANDIN_SYNTHETIC"
-
-CIFAR10_DIRNAME = "cifar-10-batches-py"
-CIFAR10_TRAIN_MEMBERS = tuple(f"{CIFAR10_DIRNAME}/data_batch_{i}" for i in range(1, 6))
-CIFAR10_TEST_MEMBER = f"{CIFAR10_DIRNAME}/test_batch"
-CIFAR10_META_MEMBER = f"{CIFAR10_DIRNAME}/batches.meta"
-CIFAR10_LABEL_NAMES = (
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
-)
-
-
-class IDXFormatError(ValueError):
-    """The file is not a well-formed IDX file (bad magic number, truncated, ...)."""
-
-
-class CifarFormatError(ValueError):
-    """The archive does not have the layout of the official CIFAR-10 python archive."""
-
-
-class RawSplits(NamedTuple):
-    """Decoded train/test arrays: images NHWC uint8, labels int64."""
-
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-
-
-# ===================================================================================== IDX
-
-# IDX type code -> big-endian numpy dtype
-_IDX_DTYPES = {
-    0x08: np.dtype(">u1"),
-    0x09: np.dtype(">i1"),
-    0x0B: np.dtype(">i2"),
-    0x0C: np.dtype(">i4"),
-    0x0D: np.dtype(">f4"),
-    0x0E: np.dtype(">f8"),
-}
-_IDX_CODES = {np.dtype(v).newbyteorder("=").str[1:]: k for k, v in _IDX_DTYPES.items()}
-
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _read_maybe_gzip(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-        fh.seek(0)
-        if head == _GZIP_MAGIC:
-            try:
-                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-                    return gz.read()
-            except (OSError, EOFError) as exc:
-                raise IDXFormatError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
-        return fh.read()
-
-
-def read_idx(path: str | os.PathLike, *, expected_magic: int | None = None) -> np.ndarray:
-    """Read an IDX file (gzip-compressed or plain; detected from the content).
-
-    Returns a native-endian array of the declared shape (uint8 for MNIST-family files).
-    Raises :class:`IDXFormatError` for a bad magic number, a truncated or oversized
-    payload, or (when ``expected_magic`` is given, e.g. 2051 for images) the wrong kind.
-    """
-    path = Path(path)
-    buf = _read_maybe_gzip(path)
-    if len(buf) < 4:
-        raise IDXFormatError(f"{path}: {len(buf)} bytes is too short for an IDX header")
-    magic = struct.unpack(">i", buf[:4])[0]
-    zero, type_code, ndim = struct.unpack(">HBB", buf[:4])
-    if zero != 0 or type_code not in _IDX_DTYPES or ndim == 0:
-        raise IDXFormatError(
-            f"{path}: bad IDX magic number {magic} (0x{magic & 0xFFFFFFFF:08x}); expected "
-            f"{IDX_LABELS_MAGIC} (labels) or {IDX_IMAGES_MAGIC} (images) for MNIST-family "
-            "files. The file is not an IDX file, or it is corrupt, or it was decompressed "
-            "wrongly."
-        )
-    if expected_magic is not None and magic != expected_magic:
-        raise IDXFormatError(
-            f"{path}: IDX magic number {magic}, expected {expected_magic} "
-            f"({'labels' if expected_magic == IDX_LABELS_MAGIC else 'images' if expected_magic == IDX_IMAGES_MAGIC else 'other'})"
-            " -- image and label files swapped?"
-        )
-    header_len = 4 + 4 * ndim
-    if len(buf) < header_len:
-        raise IDXFormatError(f"{path}: truncated IDX header ({len(buf)} bytes, need {header_len})")
-    shape = struct.unpack(">" + "i" * ndim, buf[4:header_len])
-    if any(d < 0 for d in shape):
-        raise IDXFormatError(f"{path}: negative dimension in IDX header {shape}")
-    dtype = _IDX_DTYPES[type_code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    actual = len(buf) - header_len
-    if actual != expected:
-        raise IDXFormatError(
-            f"{path}: IDX payload is {actual} bytes but the header {shape} declares {expected}"
-            f" ({'truncated' if actual < expected else 'trailing data'})"
-        )
-    arr = np.frombuffer(buf, dtype=dtype, offset=header_len).reshape(shape)
-    return arr.astype(dtype.newbyteorder("="), copy=True)
-
-
-def write_idx(path: str | os.PathLike, array: np.ndarray) -> Path:
-    """Write ``array`` as an IDX file; gzip-compressed when ``path`` ends with ``.gz``.
-
-    The gzip header carries mtime 0, so equal arrays give byte-identical files. Supported
-    dtypes: uint8, int8, int16, int32, float32, float64 (written big-endian).
-    """
-    path = Path(path)
-    array = np.asarray(array)
-    key = array.dtype.newbyteorder("=").str[1:]
-    if key not in _IDX_CODES:
-        raise TypeError(f"IDX cannot store dtype {array.dtype}; use one of {sorted(_IDX_CODES)}")
-    if array.ndim == 0 or array.ndim > 255:
-        raise ValueError(f"IDX needs 1..255 dimensions, got {array.ndim}")
-    code = _IDX_CODES[key]
-    header = struct.pack(">HBB", 0, code, array.ndim) + struct.pack(">" + "i" * array.ndim, *array.shape)
-    payload = header + np.ascontiguousarray(array, dtype=_IDX_DTYPES[code]).tobytes()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.name.endswith(".gz"):
-        with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
-            gz.write(payload)
-    else:
-        path.write_bytes(payload)
-    return path
-
-
-# ============================================================================ CIFAR-10
-
-def _reconstruct_function():
-    # numpy 2 keeps it in numpy._core.multiarray; numpy 1 in numpy.core.multiarray.
-    return np.ndarray.__reduce__(np.zeros(0, dtype=np.uint8))[0]
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    """Resolves only the globals a pickled numpy array needs; refuses everything else."""
-
-    _ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-    }
-
-    def find_class(self, module: str, name: str):
-        if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(
-                f"refusing to load global {module}.{name} from a CIFAR batch: only numpy "
-                "array reconstruction is allowed (the file is not an official CIFAR-10 batch)"
-            )
-        if name == "_reconstruct":
-            return _reconstruct_function()
-        return getattr(np, name)
-
-
-def _unpickle_batch(data: bytes, member: str) -> dict:
-    try:
-        obj = _RestrictedUnpickler(io.BytesIO(data), encoding="bytes").load()
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
-        raise CifarFormatError(f"{member}: cannot unpickle CIFAR batch ({exc})") from exc
-    if not isinstance(obj, dict):
-        raise CifarFormatError(f"{member}: expected a dict, got {type(obj).__name__}")
-    # encoding='bytes' gives bytes keys for the official (Python 2) files.
-    return {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in obj.items()}
-
-
-def _decode_batch(entry: dict, member: str) -> tuple[np.ndarray, np.ndarray]:
-    if "data" not in entry or "labels" not in entry:
-        raise CifarFormatError(f"{member}: batch lacks 'data' or 'labels' (keys: {sorted(entry)})")
-    data = np.asarray(entry["data"])
-    labels = np.asarray(entry["labels"], dtype=np.int64).reshape(-1)
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
-        raise CifarFormatError(f"{member}: 'data' must be (N, 3072) uint8, got {data.shape} {data.dtype}")
-    if data.shape[0] != labels.shape[0]:
-        raise CifarFormatError(f"{member}: {data.shape[0]} images but {labels.shape[0]} labels")
-    images = data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)  # CHW rows -> NHWC
-    return np.ascontiguousarray(images), labels
-
-
-def read_cifar10_tar(
-    path: str | os.PathLike, *, member_md5: dict[str, str] | None = None
-) -> RawSplits:
-    """Read the official ``cifar-10-python.tar.gz`` without extracting it to disk.
-
-    Returns :class:`RawSplits` with images NHWC uint8 (n, 32, 32, 3) and labels int64;
-    the training set is ``data_batch_1`` .. ``data_batch_5`` concatenated in order.
-    ``member_md5`` (member name -> md5) additionally checks each member's bytes, as the
-    registry lists them for the official archive.
-    """
-    import hashlib
-
-    path = Path(path)
-    try:
-        tar = tarfile.open(path, mode="r:*")
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise CifarFormatError(f"{path}: not a readable tar archive ({exc})") from exc
-    with tar:
-        names = set(tar.getnames())
-        needed = CIFAR10_TRAIN_MEMBERS + (CIFAR10_TEST_MEMBER,)
-        missing = [m for m in needed if m not in names]
-        if missing:
-            raise CifarFormatError(
-                f"{path}: missing members {missing}; expected the layout of the official "
-                f"cifar-10-python.tar.gz ({CIFAR10_DIRNAME}/data_batch_1..5, test_batch)"
-            )
-
-        def load(member: str) -> tuple[np.ndarray, np.ndarray]:
-            info = tar.getmember(member)
-            if not info.isfile():
-                raise CifarFormatError(f"{path}: member {member} is not a regular file")
-            fh = tar.extractfile(info)
-            assert fh is not None
-            raw = fh.read()
-            if member_md5 and member in member_md5:
-                got = hashlib.md5(raw).hexdigest()
-                if got != member_md5[member]:
-                    raise CifarFormatError(
-                        f"{path}: member {member} has md5 {got}, expected {member_md5[member]}"
-                    )
-            return _decode_batch(_unpickle_batch(raw, member), member)
-
-        train = [load(m) for m in CIFAR10_TRAIN_MEMBERS]
-        x_test, y_test = load(CIFAR10_TEST_MEMBER)
-    x_train = np.concatenate([x for x, _ in train], axis=0)
-    y_train = np.concatenate([y for _, y in train], axis=0)
-    return RawSplits(x_train, y_train, x_test, y_test)
-
-
-# --- a Python 2 style (protocol 2, str = BINSTRING) pickle writer, as in the official files
-
-
-def _p2_str(value: str | bytes) -> bytes:
-    b = value.encode("latin1") if isinstance(value, str) else bytes(value)
-    if len(b) < 256:
-        return pickle.SHORT_BINSTRING + bytes([len(b)]) + b
-    return pickle.BINSTRING + struct.pack("<i", len(b)) + b
-
-
-def _p2_int(v: int) -> bytes:
-    if 0 <= v < 256:
-        return pickle.BININT1 + bytes([v])
-    if 0 <= v < 65536:
-        return pickle.BININT2 + struct.pack("<H", v)
-    if -(2**31) <= v < 2**31:
-        return pickle.BININT + struct.pack("<i", v)
-    raise ValueError(f"integer {v} out of int32 range")
-
-
-def _p2_tuple(items: list[bytes]) -> bytes:
-    n = len(items)
-    body = b"".join(items)
-    if n == 0:
-        return pickle.EMPTY_TUPLE
-    if n <= 3:
-        return body + (pickle.TUPLE1, pickle.TUPLE2, pickle.TUPLE3)[n - 1]
-    return pickle.MARK + body + pickle.TUPLE
-
-
-def _p2_uint8_matrix(a: np.ndarray) -> bytes:
-    a = np.ascontiguousarray(a, dtype=np.uint8)
-    out = b"cnumpy.core.multiarray\n_reconstruct\n"
-    out += _p2_tuple([b"cnumpy\nndarray\n", _p2_tuple([_p2_int(0)]), _p2_str("b")]) + pickle.REDUCE
-    dtype = b"cnumpy\ndtype\n" + _p2_tuple([_p2_str("u1"), _p2_int(0), _p2_int(1)]) + pickle.REDUCE
-    dtype_state = _p2_tuple(
-        [_p2_int(3), _p2_str("|"), pickle.NONE, pickle.NONE, pickle.NONE, _p2_int(-1), _p2_int(-1), _p2_int(0)]
-    )
-    dtype += dtype_state + pickle.BUILD
-    state = _p2_tuple(
-        [_p2_int(1), _p2_tuple([_p2_int(int(d)) for d in a.shape]), dtype, pickle.NEWFALSE, _p2_str(a.tobytes())]
-    )
-    return out + state + pickle.BUILD
-
-
-def _p2_list(items: list[bytes]) -> bytes:
-    if not items:
-        return pickle.EMPTY_LIST
-    return pickle.EMPTY_LIST + pickle.MARK + b"".join(items) + pickle.APPENDS
-
-
-def _p2_dict(pairs: list[tuple[bytes, bytes]]) -> bytes:
-    body = b"".join(k + v for k, v in pairs)
-    return pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + pickle.MARK + body + pickle.SETITEMS + pickle.STOP
-
-
-def _cifar_batch_pickle(x_nhwc: np.ndarray, y: np.ndarray, batch_label: str, prefix: str) -> bytes:
-    x_nhwc = np.asarray(x_nhwc, dtype=np.uint8)
-    rows = x_nhwc.transpose(0, 3, 1, 2).reshape(x_nhwc.shape[0], 3072)  # NHWC -> CHW rows
-    labels = [int(v) for v in np.asarray(y).reshape(-1)]
-    filenames = [f"{prefix}_{i:05d}.png" for i in range(len(labels))]
-    return _p2_dict(
-        [
-            (_p2_str("batch_label"), _p2_str(batch_label)),
-            (_p2_str("labels"), _p2_list([_p2_int(v) for v in labels])),
-            (_p2_str("data"), _p2_uint8_matrix(rows)),
-            (_p2_str("filenames"), _p2_list([_p2_str(f) for f in filenames])),
-        ]
-    )
-
-
-def _cifar_meta_pickle(num_cases_per_batch: int) -> bytes:
-    return _p2_dict(
-        [
-            (_p2_str("num_cases_per_batch"), _p2_int(num_cases_per_batch)),
-            (_p2_str("label_names"), _p2_list([_p2_str(n) for n in CIFAR10_LABEL_NAMES])),
-            (_p2_str("num_vis"), _p2_int(3072)),
-        ]
-    )
-
-
-def _check_images(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], what: str) -> None:
-    if x.dtype != np.uint8 or x.ndim != 4 or tuple(x.shape[1:]) != shape:
-        raise ValueError(f"{what}: images must be uint8 (n, {', '.join(map(str, shape))}), got {x.shape} {x.dtype}")
-    if y.ndim != 1 or y.shape[0] != x.shape[0]:
-        raise ValueError(f"{what}: need one label per image, got {y.shape} labels for {x.shape[0]} images")
-
-
-def write_cifar10_tar(
-    path: str | os.PathLike,
-    x_train: np.ndarray,
-    y_train: np.ndarray,
-    x_test: np.ndarray,
-    y_test: np.ndarray,
-) -> Path:
-    """Write arrays (NHWC uint8, labels ints) in the layout of ``cifar-10-python.tar.gz``.
-
-    The training set is split into five ``data_batch_i`` members of (almost) equal size,
-    in order, like the official 5 x 10,000. Deterministic output (mtimes 0).
-    """
-    path = Path(path)
-    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
-    y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
-    _check_images(x_train, y_train, (32, 32, 3), "train")
-    _check_images(x_test, y_test, (32, 32, 3), "test")
-    bounds = np.linspace(0, x_train.shape[0], 6).round().astype(int)
-    members: list[tuple[str, bytes]] = [
-        (CIFAR10_META_MEMBER, _cifar_meta_pickle(int(bounds[1] - bounds[0])))
-    ]
-    for i, name in enumerate(CIFAR10_TRAIN_MEMBERS):
-        lo, hi = bounds[i], bounds[i + 1]
-        members.append(
-            (name, _cifar_batch_pickle(x_train[lo:hi], y_train[lo:hi], f"training batch {i + 1} of 5", f"train{i + 1}"))
-        )
-    members.append((CIFAR10_TEST_MEMBER, _cifar_batch_pickle(x_test, y_test, "testing batch 1 of 1", "test")))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            dir_info = tarfile.TarInfo(CIFAR10_DIRNAME)
-            dir_info.type = tarfile.DIRTYPE
-            dir_info.mode = 0o755
-            dir_info.mtime = 0
-            tar.addfile(dir_info)
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mode = 0o644
-                info.mtime = 0
-                tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 # ===================================================================== synthetic stand-ins

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from labeldp.data import criteo_pctr as cp
+from labeldp.data import criteo_pctr_reader as cpr
 from labeldp.data.rawformats import STANDIN_MARKER, make_standin_raw_files, read_standin_marker
 from labeldp.data.registry import DATASETS
 from labeldp.data.tabular import TabularDataError, load_prepared_tabular
@@ -220,7 +221,7 @@ def test_subset_keeps_first_rows_and_block_size_does_not_matter(tmp_path, monkey
     first = [line.split("\t") for line in _members(raw / cp.ARCHIVE)[cp.MEMBER].splitlines()[:1001]]
     whole = load_prepared_tabular(cp.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
                                                      subset=1001))
-    monkeypatch.setattr(cp, "BLOCK_BYTES", 500)  # about two lines per block
+    monkeypatch.setattr(cpr, "BLOCK_BYTES", 500)  # about two lines per block (the reader's block size)
     small = load_prepared_tabular(cp.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official",
                                                      subset=1001))
     for data in (whole, small):

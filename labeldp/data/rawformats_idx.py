@@ -1,0 +1,119 @@
+"""IDX files (MNIST, Fashion-MNIST, KMNIST): reader and writer.
+
+Big-endian header ``00 00 <type> <ndim>`` followed by ``ndim`` big-endian int32 sizes and
+the data; gzip-compressed or plain. Labels have magic 2049 (ubyte, 1 dim), images 2051
+(ubyte, 3 dims). :func:`read_idx` detects gzip from the content; :func:`write_idx` writes
+byte-deterministic files. Re-exported by :mod:`labeldp.data.rawformats`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned byte, 1 dimension
+IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned byte, 3 dimensions
+
+
+class IDXFormatError(ValueError):
+    """The file is not a well-formed IDX file (bad magic number, truncated, ...)."""
+
+
+# IDX type code -> big-endian numpy dtype
+_IDX_DTYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+_IDX_CODES = {np.dtype(v).newbyteorder("=").str[1:]: k for k, v in _IDX_DTYPES.items()}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _read_maybe_gzip(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        head = fh.read(2)
+        fh.seek(0)
+        if head == _GZIP_MAGIC:
+            try:
+                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                    return gz.read()
+            except (OSError, EOFError) as exc:
+                raise IDXFormatError(f"{path}: corrupt or truncated gzip stream ({exc})") from exc
+        return fh.read()
+
+
+def read_idx(path: str | os.PathLike, *, expected_magic: int | None = None) -> np.ndarray:
+    """Read an IDX file (gzip-compressed or plain; detected from the content).
+
+    Returns a native-endian array of the declared shape (uint8 for MNIST-family files).
+    Raises :class:`IDXFormatError` for a bad magic number, a truncated or oversized
+    payload, or (when ``expected_magic`` is given, e.g. 2051 for images) the wrong kind.
+    """
+    path = Path(path)
+    buf = _read_maybe_gzip(path)
+    if len(buf) < 4:
+        raise IDXFormatError(f"{path}: {len(buf)} bytes is too short for an IDX header")
+    magic = struct.unpack(">i", buf[:4])[0]
+    zero, type_code, ndim = struct.unpack(">HBB", buf[:4])
+    if zero != 0 or type_code not in _IDX_DTYPES or ndim == 0:
+        raise IDXFormatError(
+            f"{path}: bad IDX magic number {magic} (0x{magic & 0xFFFFFFFF:08x}); expected "
+            f"{IDX_LABELS_MAGIC} (labels) or {IDX_IMAGES_MAGIC} (images) for MNIST-family "
+            "files. The file is not an IDX file, or it is corrupt, or it was decompressed "
+            "wrongly."
+        )
+    if expected_magic is not None and magic != expected_magic:
+        raise IDXFormatError(
+            f"{path}: IDX magic number {magic}, expected {expected_magic} "
+            f"({'labels' if expected_magic == IDX_LABELS_MAGIC else 'images' if expected_magic == IDX_IMAGES_MAGIC else 'other'})"
+            " -- image and label files swapped?"
+        )
+    header_len = 4 + 4 * ndim
+    if len(buf) < header_len:
+        raise IDXFormatError(f"{path}: truncated IDX header ({len(buf)} bytes, need {header_len})")
+    shape = struct.unpack(">" + "i" * ndim, buf[4:header_len])
+    if any(d < 0 for d in shape):
+        raise IDXFormatError(f"{path}: negative dimension in IDX header {shape}")
+    dtype = _IDX_DTYPES[type_code]
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    actual = len(buf) - header_len
+    if actual != expected:
+        raise IDXFormatError(
+            f"{path}: IDX payload is {actual} bytes but the header {shape} declares {expected}"
+            f" ({'truncated' if actual < expected else 'trailing data'})"
+        )
+    arr = np.frombuffer(buf, dtype=dtype, offset=header_len).reshape(shape)
+    return arr.astype(dtype.newbyteorder("="), copy=True)
+
+
+def write_idx(path: str | os.PathLike, array: np.ndarray) -> Path:
+    """Write ``array`` as an IDX file; gzip-compressed when ``path`` ends with ``.gz``.
+
+    The gzip header carries mtime 0, so equal arrays give byte-identical files. Supported
+    dtypes: uint8, int8, int16, int32, float32, float64 (written big-endian).
+    """
+    path = Path(path)
+    array = np.asarray(array)
+    key = array.dtype.newbyteorder("=").str[1:]
+    if key not in _IDX_CODES:
+        raise TypeError(f"IDX cannot store dtype {array.dtype}; use one of {sorted(_IDX_CODES)}")
+    if array.ndim == 0 or array.ndim > 255:
+        raise ValueError(f"IDX needs 1..255 dimensions, got {array.ndim}")
+    code = _IDX_CODES[key]
+    header = struct.pack(">HBB", 0, code, array.ndim) + struct.pack(">" + "i" * array.ndim, *array.shape)
+    payload = header + np.ascontiguousarray(array, dtype=_IDX_DTYPES[code]).tobytes()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.name.endswith(".gz"):
+        with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
+            gz.write(payload)
+    else:
+        path.write_bytes(payload)
+    return path

@@ -1,0 +1,316 @@
+"""The private step: DP-SGD with a denoiser hook, the training step of LabelDP-Pro (000 Algorithm 1).
+
+:class:`DPSGDStep` (per-unit gradients, L2 clipping, Gaussian noise on the sum divided by the
+expected batch size n1, the denoiser, the optimizer update; chunked sums for batches longer than
+``pad_to``) and its builder :func:`make_dpsgd_step`. Re-exported by :mod:`labeldp.dpsgd`, whose
+docstring describes sampling, units and losses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from labeldp.denoisers import Denoiser, NoOp
+from labeldp.dpsgd_types import (
+    Batch,
+    DPSGDConfig,
+    LossFn,
+    PyTree,
+    StepInfo,
+    TrainLogitsFn,
+    TrainState,
+    _as_float_mask,
+    _tree_sqnorm,
+    cross_entropy,
+)
+
+__all__ = ["DPSGDStep", "make_dpsgd_step"]
+
+_tree_map = jax.tree_util.tree_map
+
+
+def _leading_shape(x: PyTree, n: int) -> tuple[int, ...]:
+    """The first ``n`` dimensions of the features: an array, or a pytree of arrays sharing them
+    (tabular data: ``(x_num, x_cat)``)."""
+    return tuple(jax.tree_util.tree_leaves(x)[0].shape[:n])
+
+
+# --------------------------------------------------------------------------------------------
+# DP-SGD step
+# --------------------------------------------------------------------------------------------
+
+
+class DPSGDStep:
+    """A compiled DP-SGD / LabelDP-Pro step (000 Algorithm 1); build with :func:`make_dpsgd_step`.
+
+    Call ``step(state, batch, rng) -> (state, info)``. The per-unit gradients, clipping, noise,
+    an in-jit denoiser (NoOp, or a projection with ``loop="fori"``) and the optimizer update
+    form one jitted function for batches of length <= ``pad_to``. A denoiser with a
+    Python-driven loop (``loop="python"``, the CPU default) runs between a jitted
+    noisy-gradient function and a jitted update. Longer batches (multiples of ``pad_to``) are
+    summed chunk by chunk.
+
+    Attributes:
+      config: the :class:`DPSGDConfig`.
+      denoiser: the :class:`~labeldp.denoisers.Denoiser`.
+      pad_to: the compiled batch length.
+    """
+
+    def __init__(
+        self,
+        *,
+        logits_fn: TrainLogitsFn,
+        projection_logits_fn: Callable[[PyTree, jax.Array], jax.Array] | None,
+        optimizer: optax.GradientTransformation,
+        config: DPSGDConfig,
+        loss_fn: LossFn,
+        denoiser: Denoiser,
+    ):
+        self.config = config
+        self.denoiser = denoiser
+        self.optimizer = optimizer
+        self.pad_to = config.padded_batch_size
+        self._logits_fn = logits_fn
+        self._loss_fn = loss_fn
+        self._proj_fn = projection_logits_fn
+        if not isinstance(denoiser, NoOp) and projection_logits_fn is None:
+            raise ValueError("a projecting denoiser needs projection_logits_fn (deterministic f(params, x))")
+        self._clipped_sum_jit = jax.jit(self._clipped_sum)
+        self._noisy_jit = jax.jit(self._noisy_gradient)
+        self._privatize_jit = jax.jit(self._privatize)
+        self._update_jit = jax.jit(self._update)
+        self._denoise_jit = jax.jit(self._denoise)
+        self._fused_jit = jax.jit(self._fused)
+        self._add_jit = jax.jit(lambda a, b: _tree_map(jnp.add, a, b))
+
+    # ---- public API ------------------------------------------------------------------------
+
+    def init(self, params: PyTree) -> TrainState:
+        """Initial :class:`TrainState` for ``params``."""
+        return TrainState(params=params, opt_state=self.optimizer.init(params), step=jnp.zeros((), jnp.int32))
+
+    def __call__(self, state: TrainState, batch: Batch, rng: jax.Array) -> tuple[TrainState, StepInfo]:
+        """One step of 000 Algorithm 1.
+
+        Args:
+          state: current :class:`TrainState`.
+          batch: a :class:`Batch`; its length B is at most ``pad_to`` (one chunk) or longer
+            (summed in chunks of ``pad_to``; the last chunk is padded).
+          rng: a JAX PRNG key (noise, dropout; split internally).
+
+        Returns:
+          ``(new_state, info)``.
+        """
+        batch = self._normalize(batch)
+        b = batch.mask.shape[0]
+        host = self.denoiser.host_loop(state.params)
+        if b <= self.pad_to and not host:
+            return self._fused_jit(state, batch, rng)
+        noisy, stats = self.noisy_gradient(state.params, batch, rng)
+        denoised, dinfo = self._run_denoiser(noisy, state.params, batch, host)
+        new_state, gnorm = self._update_jit(state, denoised)
+        return new_state, self._info(stats, gnorm, dinfo)
+
+    def noisy_gradient(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
+        """The privatized gradient g~ of 000 Algorithm 1 line 5 (before the denoiser).
+
+        Args:
+          params: model parameters.
+          batch: a :class:`Batch` (any length; chunked by ``pad_to``).
+          rng: the step's PRNG key (the same key as passed to ``__call__`` gives the same noise).
+
+        Returns:
+          ``(g~, stats)`` with ``g~ = (sum_i clip(g_i) + N(0, sigma^2 C^2)) / n1``.
+        """
+        batch = self._normalize(batch)
+        b = batch.mask.shape[0]
+        if b <= self.pad_to:
+            return self._noisy_jit(params, batch.x, batch.y, batch.mask, rng)
+        noise_key, drop_key, _ = jax.random.split(rng, 3)
+        total, stats = None, None
+        for c, (xc, yc, mc) in enumerate(self._chunks(batch)):
+            s, st = self._clipped_sum_jit(params, xc, yc, mc, jax.random.fold_in(drop_key, c))
+            total = s if total is None else self._add_jit(total, s)
+            stats = st if stats is None else self._add_jit(stats, st)
+        return self._privatize_jit(total, noise_key), stats
+
+    def clipped_sum(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
+        """``sum_i clip_C(g_i)`` over the real units of a batch of length <= ``pad_to`` (no noise).
+
+        Returns:
+          ``(sum, stats)``; stats holds sums (loss_sum, num_examples, num_units, num_clipped,
+          norm_sum) over real units.
+        """
+        batch = self._normalize(batch)
+        _, drop_key, _ = jax.random.split(rng, 3)
+        return self._clipped_sum_jit(params, batch.x, batch.y, batch.mask, jax.random.fold_in(drop_key, 0))
+
+    # ---- internals ---------------------------------------------------------------------------
+
+    def _normalize(self, batch: Batch) -> Batch:
+        mask = _as_float_mask(batch.mask)
+        x, y = batch.x, batch.y
+        if self.config.unit == "user":
+            if mask.ndim == 1:
+                mask = jnp.broadcast_to(mask[:, None], _leading_shape(x, 2))
+        else:
+            if mask.ndim != 1:
+                raise ValueError(f"per-example batches need a (B,) mask, got shape {mask.shape}")
+        alt_mask = None if batch.alt_mask is None else _as_float_mask(batch.alt_mask)
+        return Batch(x=x, y=y, mask=mask, x_alt=batch.x_alt, alt_mask=alt_mask)
+
+    def _chunks(self, batch: Batch):
+        p = self.pad_to
+        b = batch.mask.shape[0]
+        n_chunks = -(-b // p)
+        pad = n_chunks * p - b
+
+        def padded(a):
+            a = jnp.asarray(a)
+            if pad == 0:
+                return a
+            return jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), a.dtype)])
+
+        x, y, m = _tree_map(padded, batch.x), padded(batch.y), padded(batch.mask)
+        for c in range(n_chunks):
+            yield _tree_map(lambda a: a[c * p:(c + 1) * p], x), y[c * p:(c + 1) * p], m[c * p:(c + 1) * p]
+
+    def _per_unit(self, params, x, y, mask, key):
+        """Per-unit loss and gradient; a unit is (1 example) or (k examples of one user)."""
+        if self.config.unit == "example":
+            x = _tree_map(lambda a: a[:, None], x)
+            y = y[:, None]
+            mask = mask[:, None]
+
+        def unit_loss(p, xu, yu, mu, ku):
+            logits = self._logits_fn(p, xu, ku)
+            losses = jax.vmap(self._loss_fn)(logits, yu)
+            return jnp.sum(losses * mu.astype(losses.dtype))
+
+        keys = jax.random.split(key, _leading_shape(x, 1)[0])
+        return jax.vmap(jax.value_and_grad(unit_loss), in_axes=(None, 0, 0, 0, 0))(params, x, y, mask, keys), mask
+
+    def _clipped_sum(self, params, x, y, mask, key):
+        (losses, grads), mask2 = self._per_unit(params, x, y, mask, key)
+        unit_mask = (jnp.sum(mask2, axis=1) > 0).astype(jnp.float32)
+        sq = sum(jnp.sum(jnp.square(g.reshape(g.shape[0], -1)), axis=1) for g in jax.tree_util.tree_leaves(grads))
+        norms = jnp.sqrt(sq)
+        c = jnp.asarray(self.config.clip_norm, norms.dtype)
+        scale = unit_mask * jnp.minimum(1.0, c / jnp.maximum(norms, 1e-30))
+        total = _tree_map(lambda g: jnp.tensordot(scale.astype(g.dtype), g, axes=1), grads)
+        stats = {
+            "loss_sum": jnp.sum(losses * unit_mask),
+            "num_examples": jnp.sum(mask2 * unit_mask[:, None]),
+            "num_units": jnp.sum(unit_mask),
+            "num_clipped": jnp.sum(unit_mask * (norms > c)),
+            "norm_sum": jnp.sum(unit_mask * norms),
+        }
+        return total, stats
+
+    def _privatize(self, total, key):
+        cfg = self.config
+        leaves, treedef = jax.tree_util.tree_flatten(total)
+        keys = jax.random.split(key, len(leaves))
+        std = cfg.noise_multiplier * cfg.clip_norm
+        noisy = [
+            (leaf + std * jax.random.normal(k, leaf.shape, leaf.dtype)) / cfg.expected_batch_size
+            for leaf, k in zip(leaves, keys)
+        ]
+        return jax.tree_util.tree_unflatten(treedef, noisy)
+
+    def _noisy_gradient(self, params, x, y, mask, rng):
+        noise_key, drop_key, _ = jax.random.split(rng, 3)
+        total, stats = self._clipped_sum(params, x, y, mask, jax.random.fold_in(drop_key, 0))
+        return self._privatize(total, noise_key), stats
+
+    def _denoise_inputs(self, batch: Batch):
+        x, mask = batch.x, batch.mask
+        if self.config.unit == "user":  # the batch's examples, flattened
+            x = _tree_map(lambda a: a.reshape((-1, *a.shape[2:])), x)
+            mask = mask.reshape(-1)
+        return x, mask
+
+    def _denoise(self, noisy, params, x, mask, x_alt, alt_mask):
+        return self.denoiser(noisy, logits_fn=self._proj_fn, params=params, x=x, mask=mask,
+                             x_alt=x_alt, alt_mask=alt_mask)
+
+    def _run_denoiser(self, noisy, params, batch: Batch, host: bool):
+        if isinstance(self.denoiser, NoOp):
+            return noisy, {}
+        x, mask = self._denoise_inputs(batch)
+        if host:
+            return self._denoise(noisy, params, x, mask, batch.x_alt, batch.alt_mask)
+        return self._denoise_jit(noisy, params, x, mask, batch.x_alt, batch.alt_mask)
+
+    def _update(self, state: TrainState, grads):
+        updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        return TrainState(params=params, opt_state=opt_state, step=state.step + 1), jnp.sqrt(_tree_sqnorm(grads))
+
+    @staticmethod
+    def _info(stats, gnorm, dinfo) -> StepInfo:
+        nu = jnp.maximum(stats["num_units"], 1.0)
+        return StepInfo(
+            loss=stats["loss_sum"] / jnp.maximum(stats["num_examples"], 1.0),
+            num_units=stats["num_units"],
+            clipped_fraction=stats["num_clipped"] / nu,
+            mean_grad_norm=stats["norm_sum"] / nu,
+            grad_norm=gnorm,
+            denoise=dict(dinfo),
+        )
+
+    def _fused(self, state: TrainState, batch: Batch, rng):
+        noisy, stats = self._noisy_gradient(state.params, batch.x, batch.y, batch.mask, rng)
+        if isinstance(self.denoiser, NoOp):
+            denoised, dinfo = noisy, {}
+        else:
+            x, mask = self._denoise_inputs(batch)
+            denoised, dinfo = self._denoise(noisy, state.params, x, mask, batch.x_alt, batch.alt_mask)
+        new_state, gnorm = self._update(state, denoised)
+        return new_state, self._info(stats, gnorm, dinfo)
+
+
+def make_dpsgd_step(
+    *,
+    optimizer: optax.GradientTransformation,
+    config: DPSGDConfig,
+    model: Any | None = None,
+    logits_fn: TrainLogitsFn | None = None,
+    projection_logits_fn: Callable[[PyTree, jax.Array], jax.Array] | None = None,
+    loss_fn: LossFn = cross_entropy,
+    denoiser: Denoiser | None = None,
+) -> DPSGDStep:
+    """Builds the DP-SGD / LabelDP-Pro step of 000 Algorithm 1.
+
+    Args:
+      optimizer: an optax transformation (000 uses SGD; RMSprop for Table 7).
+      config: a :class:`DPSGDConfig` (C, sigma, n1, sampling, unit, pad_to).
+      model: a :class:`labeldp.models.ModelSpec`; sets ``logits_fn = model.train_logits`` and
+        ``projection_logits_fn = model.logits`` unless those are given.
+      logits_fn: training-mode logits ``f(params, x, rng) -> (n, K)`` (rng for dropout).
+      projection_logits_fn: deterministic ``f(params, x) -> (n, K)`` used by the denoiser's
+        projection (hashable).
+      loss_fn: per-example loss ``(logits (K,), target) -> scalar``; default
+        :func:`cross_entropy` (int label or (K,) weights).
+      denoiser: a :class:`~labeldp.denoisers.Denoiser`; default NoOp (plain DP-SGD).
+
+    Returns:
+      A :class:`DPSGDStep`.
+    """
+    if model is not None:
+        logits_fn = logits_fn or model.train_logits
+        projection_logits_fn = projection_logits_fn or model.logits
+    if logits_fn is None:
+        raise ValueError("give model= or logits_fn=")
+    return DPSGDStep(
+        logits_fn=logits_fn,
+        projection_logits_fn=projection_logits_fn,
+        optimizer=optimizer,
+        config=config,
+        loss_fn=loss_fn,
+        denoiser=denoiser if denoiser is not None else NoOp(),
+    )
