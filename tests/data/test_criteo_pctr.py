@@ -352,6 +352,10 @@ def test_peak_memory_is_bounded_by_rows(tmp_path):
     # the part of the bound that grows with the data is smaller than the raw text itself (the reader streams it)
     per_data = bound - cp.FIXED_OVERHEAD_BYTES - cp.BLOCK_OVERHEAD_FACTOR * cp.BLOCK_BYTES
     assert per_data < text_bytes, (per_data, text_bytes)
-    assert r["before"] <= r["recorded"] <= r["after"]
+    # VmHWM is read through the kernel's batched RSS counters (per-thread caches synced every 64 page
+    # events, or per-CPU counters on newer kernels), so two reads can disagree by some pages even though
+    # the true peak never falls: one CI run read `recorded` 60 KiB below `before`. Allow 4 MiB of slack.
+    slack = 4 << 20
+    assert r["before"] - slack <= r["recorded"] <= r["after"] + slack, (r["before"], r["recorded"], r["after"])
     if r["source"] != "VmHWM":  # pragma: no cover - not Linux
         pytest.skip("no /proc/self/status: the peak would include the parent's history")
