@@ -1,9 +1,22 @@
 # Fetch: raw dataset files, verified against their checksums (mirror first, then the
 # official URLs). One target per dataset: fetch_<dataset>.
 
+import os as _os
+
 from labeldp.data.registry import dataset_names as _dataset_names
 
 DATASET_IDS = list(_dataset_names())  # every dataset of labeldp/data/registry.py
+
+# WHERE the bytes come from (the mirror, the user's census file) reaches the fetch job through
+# the environment, not through params: the files are verified against pinned checksums whatever
+# their source, so switching the mirror on or off must not make Snakemake redo the fetch. As a
+# param it did ("Params have changed"), and with the train rule's ancient() data input Snakemake
+# then ran only fetch + prepare and exited 0 without training (snakemake/snakemake#4166).
+# Jobs inherit this process's environment, locally and under the cluster executors.
+if _plan.data_mirror(config):
+    _os.environ["LABELDP_DATA_MIRROR"] = _plan.data_mirror(config)
+if config.get("census_path"):
+    _os.environ["LABELDP_CENSUS_PATH"] = str(config["census_path"])
 
 
 rule fetch:
@@ -12,16 +25,14 @@ rule fetch:
     log:
         f"{LOGS}/fetch/{{dataset}}.log",
     params:
-        mirror=lambda wc: _plan.data_mirror(config) or "",
-        census=config.get("census_path", ""),
         sha=lambda wc: (config["datasets"].get(wc.dataset) or {}).get("pinned_sha256") or "",
         raw_root=_plan.raw_root(DATA, "official"),
     conda:
         "../../envs/labeldp.yaml"
     shell:
         "PYTHONPATH={workflow.basedir:q} python {workflow.basedir}/workflow/scripts/fetch.py "
-        "--dataset {wildcards.dataset} --data-dir {params.raw_root} --mirror={params.mirror:q} "
-        "--census-path={params.census:q} --pinned-sha256={params.sha:q} --manifest {output} > {log} 2>&1"
+        "--dataset {wildcards.dataset} --data-dir {params.raw_root} "
+        "--pinned-sha256={params.sha:q} --manifest {output} > {log} 2>&1"
 
 
 rule make_standin:

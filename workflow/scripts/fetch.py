@@ -7,6 +7,7 @@ output and is simply redone.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -19,8 +20,10 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--dataset", required=True)
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--mirror", default="")
-    p.add_argument("--census-path", default="")
+    p.add_argument("--mirror", default=os.environ.get("LABELDP_DATA_MIRROR", ""),
+                   help="directory of verified raw files (default: env LABELDP_DATA_MIRROR)")
+    p.add_argument("--census-path", default=os.environ.get("LABELDP_CENSUS_PATH", ""),
+                   help="the user's IPUMS 1940 extract (default: env LABELDP_CENSUS_PATH)")
     p.add_argument("--pinned-sha256", default="")
     p.add_argument("--standin", action="store_true", help="write tiny SYNTHETIC raw-format files")
     p.add_argument("--standin-train", type=int, default=STANDIN_SIZES[0])
