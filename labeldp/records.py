@@ -42,10 +42,10 @@ import os
 import platform
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from labeldp.atomic_io import write_text_atomic
 from labeldp.lockfile import lock_status
 
 SCHEMA_VERSION = 1
@@ -291,21 +291,8 @@ def validate_record(record: Mapping[str, Any]) -> None:
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> Path:
     """Writes JSON to a temporary file in the same directory, then renames it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, sort_keys=True, default=_json_default, allow_nan=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    text = json.dumps(obj, indent=2, sort_keys=True, default=_json_default, allow_nan=True) + "\n"
+    return write_text_atomic(path, text)
 
 
 def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:

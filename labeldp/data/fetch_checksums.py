@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from ..atomic_io import umask_mode as _umask_mode  # noqa: F401  (re-exported: fetch, fetch_transfer, prepare)
+from ..atomic_io import write_text_atomic
 
 _CHUNK = 1 << 20
 
@@ -173,23 +175,4 @@ def _write_sidecar(path: Path, sha256: str) -> Path:
     content = f"{sha256}  {path.name}\n"
     if side.is_file() and side.read_text() == content:
         return side
-    fd, tmp = tempfile.mkstemp(prefix=side.name + ".part-", dir=side.parent)
-    os.chmod(tmp, _umask_mode())
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(content)
-        os.replace(tmp, side)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return side
-
-
-# ============================================================================== helpers
-
-
-def _umask_mode(mode: int = 0o666) -> int:
-    """``mode`` filtered by the process umask (mkstemp creates 0600 files)."""
-    current = os.umask(0)
-    os.umask(current)
-    return mode & ~current
+    return write_text_atomic(side, content)

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from ..atomic_io import write_bytes_atomic
 
 # The parsers/writers live in rawformats_idx, rawformats_cifar10_reader and
 # rawformats_cifar10_writer; this module re-exports them and holds the stand-ins.
@@ -127,18 +128,6 @@ def read_standin_marker(directory: str | os.PathLike) -> dict:
         return {"synthetic": True, "raw": text}
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".part-", dir=path.parent)
-    current = os.umask(0)
-    os.umask(current)
-    os.chmod(tmp, 0o666 & ~current)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_standin_marker(directory: str | os.PathLike, *, dataset: str, seed: int, n_train: int, n_test: int,
@@ -161,7 +150,7 @@ def write_standin_marker(directory: str | os.PathLike, *, dataset: str, seed: in
             "NOT the real dataset; results on it are not comparable with the papers."
         ),
     }
-    _atomic_write_bytes(directory / STANDIN_MARKER, (json.dumps(marker, indent=2) + "\n").encode())
+    write_bytes_atomic(directory / STANDIN_MARKER, (json.dumps(marker, indent=2) + "\n").encode())
     return directory / STANDIN_MARKER
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from labeldp import records
+from labeldp.atomic_io import write_text_atomic
 from labeldp.plan import calibration_relation, format_eps, table_relation
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -321,18 +322,8 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
 
 
 def write_atomic_text(path: Path, text: str) -> None:
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Writes ``text`` to ``path`` through a temporary file and a rename (:mod:`labeldp.atomic_io`)."""
+    write_text_atomic(path, text)
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

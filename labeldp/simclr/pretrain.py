@@ -32,12 +32,13 @@ import json
 import math
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 import numpy as np
+
+from labeldp.atomic_io import write_bytes_atomic
 
 __all__ = ["SimCLRConfig", "PretrainResult", "pretrain", "main"]
 
@@ -105,18 +106,6 @@ class PretrainResult(NamedTuple):
     record: dict
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".part-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_images(path: str | os.PathLike) -> np.ndarray:
@@ -240,7 +229,7 @@ def pretrain(images: np.ndarray, *, config: SimCLRConfig, out_dir: str | os.Path
     mngr.close()
     enc = {"params": params["encoder"], "batch_stats": stats["encoder"]}
     enc_path = out / "encoder.msgpack"
-    _atomic_write_bytes(enc_path, flax.serialization.to_bytes(jax.device_get(enc)))
+    write_bytes_atomic(enc_path, flax.serialization.to_bytes(jax.device_get(enc)))
     dev = jax.devices()[0]
     record = {
         "config": config.to_dict(),
