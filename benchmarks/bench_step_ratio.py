@@ -12,7 +12,11 @@ the ratio is of medians over the same steps. Real MNIST, the 000 Table 10(a) CNN
 batches of expected size 1024, sigma 12.78 (eps 0.1 under add/remove over 585 steps), C 5,
 lr 1, from the initial parameters.
 
-Run: ``.venv/bin/python benchmarks/bench_step_ratio.py [--n2 32,64,128,256] [--steps 12]``
+``--self`` adds the two denoisers of 000 Table 3 whose vertices are the batch's OWN examples
+(n1 * K = 10,240 of them at batch 1024): SelfConv with the same converged projection and
+SelfSpan (the span solver, 100 iterations); these say what Table 3 costs per step here.
+
+Run: ``.venv/bin/python benchmarks/bench_step_ratio.py [--n2 32,64,128,256] [--steps 12] [--self]``
 (needs ``data/prepared/mnist-official-full.npz``). Writes
 ``benchmarks/results/step_ratio_<device>.{json,md}``.
 """
@@ -41,6 +45,7 @@ def main(argv=None) -> int:
     import optax
 
     from labeldp import denoisers as D
+    from labeldp.atomic_io import write_text_atomic
     from labeldp.data.prepare import load_prepared
     from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch
     from labeldp.methods.common import build_model_for
@@ -50,6 +55,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=str(ROOT / "data/prepared/mnist-official-full.npz"))
     p.add_argument("--n2", default="32,64,128,256")
     p.add_argument("--steps", type=int, default=12, help="training steps per configuration (the first 2 compile)")
+    p.add_argument("--self", action="store_true", help="also time SelfConv (converged) and SelfSpan over the batch")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
     sizes = [int(s) for s in a.n2.split(",")]
@@ -66,6 +72,11 @@ def main(argv=None) -> int:
         configs[f"labeldp_pro_n{n2}"] = (D.alt_conv(steps=500, step_size="auto", smoothing=1.0, solver="auto",
                                                     momentum="nesterov", vertices="clipped", clip_norm=CLIP,
                                                     coefficient_set="joint", start="predicted", tol=1e-3), n2)
+    if a.self:
+        configs["self_conv"] = (D.self_conv(steps=500, step_size="auto", smoothing=1.0, solver="auto",
+                                            momentum="nesterov", vertices="clipped", clip_norm=CLIP,
+                                            coefficient_set="joint", start="predicted", tol=1e-3), 0)
+        configs["self_span"] = (D.self_span(iters=100), 0)
     steps, states = {}, {}
     for name, (den, _) in configs.items():
         steps[name] = make_dpsgd_step(optimizer=optax.sgd(LR), config=cfg, model=model, denoiser=den)
@@ -80,12 +91,13 @@ def main(argv=None) -> int:
     for idx, mask in batches:
         key, sk = jax.random.split(key)
         for name, (den, n2) in configs.items():
-            x_alt = x[sample_alt_batch(n, size=n2, rng=alt_rng)] if den is not None else None
+            x_alt = x[sample_alt_batch(n, size=n2, rng=alt_rng)] if n2 else None
             batch = Batch(x=x[idx], y=y[idx], mask=jnp.asarray(mask), x_alt=x_alt)
             t0 = time.perf_counter()
             states[name], info = steps[name](states[name], batch, sk)
             jax.block_until_ready(states[name].params)
             times[name].append(time.perf_counter() - t0)
+            print(f"{name}: {times[name][-1]:.2f} s", flush=True)
             if "projection_iterations" in info.denoise:
                 iters[name].append(float(info.denoise["projection_iterations"]))
     load1 = Path("/proc/loadavg").read_text().split()[:3]
@@ -100,9 +112,7 @@ def main(argv=None) -> int:
                 sigma=SIGMA, clip_norm=CLIP, learning_rate=LR, expected_batch_size=N1)
     out = Path(a.out) if a.out else ROOT / f"benchmarks/results/step_ratio_{device}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    tmp.replace(out.with_suffix(".json"))
+    write_text_atomic(out.with_suffix(".json"), json.dumps(dict(meta=meta, rows=rows), indent=1))
     lines = [f"# LabelDP-Pro / DP-SGD seconds per step against n2 (MNIST CNN, batch 1024, {device})", "",
              f"- created {meta['created']}; {meta['machine']}; JAX {meta['jax']}; load average {load0} -> {load1} "
              "(the machine may be shared: every configuration's steps are interleaved, so the ratios are side by side)",
@@ -114,9 +124,12 @@ def main(argv=None) -> int:
     for r in rows:
         it = "-" if r["median_iterations"] is None else f"{r['median_iterations']:.0f}"
         lines.append(f"| {r['config']} | {r['n2'] or '-'} | {r['median_s_per_step']:.3f} | {r['ratio_to_dpsgd']:.2f} | {it} |")
-    tmp = out.with_suffix(".md.tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(out.with_suffix(".md"))
+    if a.self:
+        lines.append("")
+        lines.append("self_conv / self_span: vertices are the batch's own n1 * K per-example per-class gradients "
+                     "(000 Table 3); n2 does not apply. SelfConv uses the converged projection above; SelfSpan "
+                     "the span solver (100 iterations).")
+    write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
