@@ -10,11 +10,14 @@ not ``mkstemp``'s ``0o600``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["umask_mode", "write_bytes_atomic", "write_text_atomic"]
+__all__ = ["atomic_output", "umask_mode", "write_bytes_atomic", "write_text_atomic"]
 
 
 def umask_mode(mode: int = 0o666) -> int:
@@ -24,17 +27,17 @@ def umask_mode(mode: int = 0o666) -> int:
     return mode & ~current
 
 
-def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> Path:
-    """Writes ``data`` to ``path`` atomically, creating the parent directories.
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike, *, fsync: bool = True) -> Iterator[BinaryIO]:
+    """A binary file handle whose content replaces ``path`` when the block exits normally.
 
     Args:
-      path: the destination; replaced if it exists.
-      data: the whole content.
+      path: the destination (parent directories are created); untouched if the block raises.
       fsync: flush the content to disk before the rename (a crash then leaves the old file or
         the new one, never an empty one).
 
-    Returns:
-      ``path`` as a :class:`~pathlib.Path`.
+    Yields:
+      the open temporary file (write to it; e.g. ``np.savez(fh, ...)``).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -42,7 +45,7 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, fsync: bool = Tr
     try:
         os.chmod(tmp, umask_mode())
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             if fsync:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -50,7 +53,13 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, fsync: bool = Tr
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes, *, fsync: bool = True) -> Path:
+    """Writes ``data`` to ``path`` atomically (:func:`atomic_output`); returns ``path`` as a Path."""
+    with atomic_output(path, fsync=fsync) as fh:
+        fh.write(data)
+    return Path(path)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str, *, fsync: bool = True) -> Path:

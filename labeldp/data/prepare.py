@@ -31,14 +31,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .fetch import ChecksumError, DataError, DataMissingError, _umask_mode, file_digests
+from ..atomic_io import atomic_output
+from .fetch import ChecksumError, DataError, DataMissingError, file_digests
 from .rawformats import (
     IDX_IMAGES_MAGIC,
     IDX_LABELS_MAGIC,
@@ -149,18 +149,8 @@ def _parse_idx_dataset(paths: dict[str, Path]) -> RawSplits:
 
 
 def _atomic_savez(out_path: Path, arrays: dict[str, np.ndarray]) -> None:
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".part-", dir=out_path.parent)
-    os.chmod(tmp, _umask_mode())
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, out_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(out_path) as fh:
+        np.savez(fh, **arrays)
 
 
 def prepare_image_dataset(

@@ -30,12 +30,13 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from ..atomic_io import atomic_output
 
 __all__ = ["PreparedTabular", "save_prepared_tabular", "load_prepared_tabular", "standardise", "build_vocab",
            "encode_categorical", "encode_numeric_categories", "random_split", "TabularDataError"]
@@ -204,15 +205,8 @@ def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.n
     validate_tabular(out, meta)
     out["metadata"] = np.array(json.dumps(meta, sort_keys=True))
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=out_path.name + ".", suffix=".tmp.npz")
-    os.close(fd)
-    try:
-        np.savez_compressed(tmp, **out)
-        os.replace(tmp, out_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_output(out_path) as fh:
+        np.savez_compressed(fh, **out)
     return out_path
 
 
