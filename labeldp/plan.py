@@ -115,6 +115,9 @@ class Column:
     # a published value quoted from another paper (e.g. PATE-FM in 000 Table 6): its source; such a
     # column is never run, its cells show the quoted value labelled as quoted
     quoted: str | None = None
+    # why this config does not run the column (e.g. its cost on this machine): no run is planned
+    # and every cell says ``not run`` with this reason
+    not_run: str | None = None
 
 
 def columns(table_cfg: Mapping[str, Any]) -> list[Column]:
@@ -133,6 +136,7 @@ def columns(table_cfg: Mapping[str, Any]) -> list[Column]:
                 fixed_hparams=dict(c.get("fixed_hparams", {})),
                 hparam_filter=dict(c.get("hparam_filter", {})),
                 quoted=c.get("quoted"),
+                not_run=c.get("not_run"),
             )
         )
     return out
@@ -255,6 +259,8 @@ def cell_status(config: Mapping[str, Any], table: str, column: Column) -> tuple[
     tcfg = config["tables"][table]
     if column.quoted:
         return False, f"quoted from {column.quoted}, not run here"
+    if column.not_run:
+        return False, f"not run in this config: {column.not_run}"
     ok, why = dataset_runnable(config, tcfg["dataset"])
     if not ok:
         return False, why

@@ -236,3 +236,21 @@ def test_table7_states_000s_claim_at_every_cap():
         c = claims[f"labeldp_pro_k{k}"]
         assert c["losers"] == [f"rr_k{k}"]
         assert c["epsilons"] == [e for e in t7["epsilons"] if e < 5]
+
+
+def test_a_column_not_run_in_a_config_plans_nothing_and_says_why():
+    cfg = repo_config()
+    t3 = cfg["tables"]["table3"]
+    for c in t3["columns"]:
+        if c["id"] == "selfconv_no_amp":
+            c["not_run"] = "one step takes 147 s on this CPU"
+    validate_config(cfg, SCHEMA)
+    cols = {c.id: c for c in plan.columns(t3)}
+    ok, why = plan.cell_status(cfg, "table3", cols["selfconv_no_amp"])
+    assert not ok and why == "not run in this config: one step takes 147 s on this CPU"
+    planned = plan.table_runs(cfg, "table3")
+    assert not [r for r in planned if r.spec.variant == "selfconv_no_amp"]
+    assert [r for r in planned if r.spec.variant == "selfspan_no_amp"]  # the other columns still plan
+    t3["columns"][0]["not_run"] = ""
+    with pytest.raises(ConfigError):
+        validate_config(cfg, SCHEMA)
