@@ -52,6 +52,7 @@ METHODS = {
     "LabelDP-Pro column (gap 1e-3, lambda 1, n2 32)": dict(COLUMN, n2=32),
     "gap tolerance 1e-2": dict(COLUMN, tol=1e-2, n2=32),
     "lambda 0.85": dict(COLUMN, smoothing=0.85, n2=32),
+    "lambda 0.75": dict(COLUMN, smoothing=0.75, n2=32),
 }
 
 
