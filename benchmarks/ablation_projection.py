@@ -37,7 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_converged_projection import _cos, _flat, train_until  # noqa: E402  (shared checkpoint helpers)
+from bench_converged_projection import _cos, _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA, N2_MAX = 5.0, 0.2, 1024, 585, 1e-5, 256
 BASE = dict(vertices="clipped", coefficient_set="joint", start="predicted", tol=1e-3, max_steps=500,
@@ -66,14 +66,9 @@ def _summary(vals):
 def main(argv=None) -> int:
     import jax
     import jax.numpy as jnp
-    import optax
 
-    from labeldp.accounting import calibrate_noise_multiplier
-    from labeldp.data.prepare import load_prepared
     from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection
-    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch
-    from labeldp.methods.common import build_model_for
-    from labeldp.training import to_float_images
+    from labeldp.dpsgd import Batch, sample_alt_batch
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", default="fashion_mnist", choices=["mnist", "fashion_mnist"])
@@ -86,20 +81,10 @@ def main(argv=None) -> int:
     if a.draws < 2:
         p.error("--draws must be >= 2 (the table reports a standard deviation over draws)")
     checkpoints = sorted(int(s) for s in a.steps.split(","))
-    data = load_prepared(ROOT / f"data/prepared/{a.dataset}-official-full.npz")
-    x = to_float_images(data.x_train)
-    y = np.asarray(data.y_train, np.int32)
-    n = x.shape[0]
-    sigma = calibrate_noise_multiplier(target_epsilon=a.eps, target_delta=DELTA, sampling_rate=N1 / n, steps=STEPS)
-    model = build_model_for(data)
-    cfg = DPSGDConfig(clip_norm=CLIP, noise_multiplier=sigma, expected_batch_size=N1)
-    step = make_dpsgd_step(optimizer=optax.sgd(LR), config=cfg, model=model)
-    key = jax.random.key(a.seed)
-    key, ik = jax.random.split(key)
-    state = step.init(model.init(ik))
-    batches = poisson_batches(n, sampling_rate=N1 / n, rng=np.random.default_rng([a.seed, 1]),
-                              pad_to=cfg.padded_batch_size, num_batches=max(checkpoints) + len(checkpoints) * a.draws)
-    xd, yd = jnp.asarray(x), jnp.asarray(y)
+    run = dpsgd_checkpoint_setup(dataset=a.dataset, eps=a.eps, seed=a.seed, clip=CLIP, lr=LR, n1=N1, steps=STEPS,
+                                 delta=DELTA, num_batches=max(checkpoints) + len(checkpoints) * a.draws)
+    model, step, state, key, batches = run["model"], run["step"], run["state"], run["key"], run["batches"]
+    xd, yd, y, n, sigma = run["xd"], run["yd"], run["y"], run["n"], run["sigma"]
     variants = ablation_variants()
     raw: list[dict] = []
     load0 = Path("/proc/loadavg").read_text().split()[:3]

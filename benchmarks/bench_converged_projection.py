@@ -68,6 +68,41 @@ def train_until(step, state, key, batches, xd, yd, *, done: int, until: int):
     return state, key, done
 
 
+
+def dpsgd_checkpoint_setup(*, dataset: str, eps: float, seed: int, clip: float, lr: float, n1: int, steps: int,
+                           delta: float, num_batches: int):
+    """Plain DP-SGD at the reports' settings, ready to train to checkpoints (shared with
+    ``ablation_projection.py`` and ``bias_projection.py``).
+
+    Returns:
+      a dict: ``model``, ``step``, ``state`` (initialised), ``key``, ``batches`` (``num_batches``
+      Poisson batches), ``xd`` / ``yd`` (device arrays), ``y`` (host labels), ``n``, ``sigma``
+      (calibrated for ``eps`` over ``steps`` steps, add/remove).
+    """
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from labeldp.accounting import calibrate_noise_multiplier
+    from labeldp.data.prepare import load_prepared
+    from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step, poisson_batches
+    from labeldp.methods.common import build_model_for
+    from labeldp.training import to_float_images
+
+    data = load_prepared(ROOT / f"data/prepared/{dataset}-official-full.npz")
+    x, y = to_float_images(data.x_train), np.asarray(data.y_train, np.int32)
+    n = x.shape[0]
+    sigma = calibrate_noise_multiplier(target_epsilon=eps, target_delta=delta, sampling_rate=n1 / n, steps=steps)
+    model = build_model_for(data)
+    cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1)
+    step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model)
+    key = jax.random.key(seed)
+    key, ik = jax.random.split(key)
+    batches = poisson_batches(n, sampling_rate=n1 / n, rng=np.random.default_rng([seed, 1]),
+                              pad_to=cfg.padded_batch_size, num_batches=num_batches)
+    return dict(model=model, step=step, state=step.init(model.init(ik)), key=key, batches=batches,
+                xd=jnp.asarray(x), yd=jnp.asarray(y), y=y, n=n, sigma=sigma)
+
 def variants(quick: bool):
     from labeldp.denoisers.hull_converged import HullOptions
 
