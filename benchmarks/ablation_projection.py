@@ -67,6 +67,7 @@ def main(argv=None) -> int:
     import jax
     import jax.numpy as jnp
 
+    from labeldp.atomic_io import write_text_atomic
     from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection
     from labeldp.dpsgd import Batch, sample_alt_batch
 
@@ -137,16 +138,10 @@ def main(argv=None) -> int:
                                              f"{jax.default_backend()}")
     out.parent.mkdir(parents=True, exist_ok=True)
     # not with_suffix: the stem holds the eps ("eps0.2"), whose "." is not a suffix
-    _write(Path(f"{out}.json"), json.dumps(result, indent=2))
-    _write(Path(f"{out}.md"), "\n".join(_markdown(result)) + "\n")
+    write_text_atomic(Path(f"{out}.json"), json.dumps(result, indent=2))
+    write_text_atomic(Path(f"{out}.md"), "\n".join(_markdown(result)) + "\n")
     print("\n".join(_markdown(result)))
     return 0
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _markdown(result: dict) -> list[str]:

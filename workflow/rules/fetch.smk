@@ -13,8 +13,9 @@ DATASET_IDS = list(_dataset_names())  # every dataset of labeldp/data/registry.p
 # param it did ("Params have changed"), and with the train rule's ancient() data input Snakemake
 # then ran only fetch + prepare and exited 0 without training (snakemake/snakemake#4166).
 # Jobs inherit this process's environment, locally and under the cluster executors.
-if _plan.data_mirror(config):
-    _os.environ["LABELDP_DATA_MIRROR"] = _plan.data_mirror(config)
+_mirror = _plan.data_mirror(config)
+if _mirror:
+    _os.environ["LABELDP_DATA_MIRROR"] = _mirror
 if config.get("census_path"):
     _os.environ["LABELDP_CENSUS_PATH"] = str(config["census_path"])
 

@@ -1,7 +1,6 @@
 # Train: one job per planned run (dataset x method x variant x eps x grid point x seed), each
 # writing one JSON result record (labeldp/records.py). Finished records are never redone.
 import json as _json
-import os
 
 
 def _run(wc):
@@ -31,7 +30,7 @@ rule train:
         # never redoes a finished record, committed ones included. Snakemake cannot tell a CHANGED
         # preparation of the same source: after changing a prepare step, delete the records it
         # affects. A MISSING record takes the data as a plain input (_train_data).
-        data=lambda wc: _train_data(wc),
+        data=_train_data,
     output:
         f"{RESULTS}/{{run}}.json",
     wildcard_constraints:
