@@ -32,17 +32,21 @@ def test_dated_report_configs_are_valid_and_plan(files):
     assert runs
     if files == ("gpu_report.yaml", "labeldp_pro_cpu.yaml"):
         # every column but the converged one is Table 5a's own runs (the GPU report's records);
-        # the converged column runs LabelDP-Pro's own lr, lambda 1 and n2 32
+        # the converged columns run LabelDP-Pro's own lr and n2 32, at lambda 1 and 0.85 (MNIST's best);
+        # the lambda 0.85 column at eps 0.1-2 is the same records as Table 2's smoothed column
         t5 = {r.record_path for r in plan.select_runs(cfg, ["table5_mnist"])}
         pro = plan.select_runs(cfg, ["table5_mnist_pro_cpu"])
         others = {r.record_path for r in pro if r.spec.variant != "converged_n32"}
         assert others and others <= t5
         conv = [r for r in pro if r.spec.variant == "converged_n32"]
-        assert len(conv) == 6 * 3 and all(r.record_path not in t5 for r in conv)
+        assert len(conv) == 2 * 6 * 3 and all(r.record_path not in t5 for r in conv)
         assert {(r.spec.hparams["learning_rate"], r.spec.hparams["smoothing"], r.spec.options["alt_batch_size"],
                  r.spec.options["vertices"], r.spec.options["projection_start"]) for r in conv} == {
-            (1.0, 1.0, 32, "clipped", "predicted")}
-        assert sum((REPO / r.record_path).exists() for r in conv if r.spec.epsilon <= 0.5 and r.spec.epsilon >= 0.1) == 9
+            (1.0, 1.0, 32, "clipped", "predicted"), (1.0, 0.85, 32, "clipped", "predicted")}
+        lam1 = [r for r in conv if r.spec.hparams["smoothing"] == 1.0]
+        assert sum((REPO / r.record_path).exists() for r in lam1 if r.spec.epsilon <= 0.5 and r.spec.epsilon >= 0.1) == 9
+        t2 = {r.record_path for r in plan.select_runs(cfg, ["table2_pro_cpu"])}
+        assert {r.record_path for r in conv if r.spec.hparams["smoothing"] == 0.85 and r.spec.epsilon >= 0.1} <= t2
     if "gpu_report_ablation.yaml" in files:
         fista = [p for p in runs if "/labeldp_pro/altconv_fista/eps0.1/" in p and p.endswith("seed0.json")]
         assert fista == ["reports/gpu-2026-11-22/ablation/results/mnist/labeldp_pro/altconv_fista/eps0.1/"
