@@ -12,11 +12,16 @@ the ratio is of medians over the same steps. Real MNIST, the 000 Table 10(a) CNN
 batches of expected size 1024, sigma 12.78 (eps 0.1 under add/remove over 585 steps), C 5,
 lr 1, from the initial parameters.
 
+``--solvers auto,gram`` times the converged projection with each solver (``auto``: what the
+reports' runs use, ``jacobian`` here; ``gram``: FISTA on ``G^T G``, the same iterates,
+:mod:`labeldp.denoisers.hull_gram`); configurations of a solver other than ``auto`` are named
+``labeldp_pro_n<n2>_<solver>``.
+
 ``--self`` adds the two denoisers of 000 Table 3 whose vertices are the batch's OWN examples
 (n1 * K = 10,240 of them at batch 1024): SelfConv with the same converged projection and
 SelfSpan (the span solver, 100 iterations); these say what Table 3 costs per step here.
 
-Run: ``.venv/bin/python benchmarks/bench_step_ratio.py [--n2 32,64,128,256] [--steps 12] [--self]``
+Run: ``.venv/bin/python benchmarks/bench_step_ratio.py [--n2 32,64,128,256] [--solvers auto,gram] [--steps 12] [--self]``
 (needs ``data/prepared/mnist-official-full.npz``). Writes
 ``benchmarks/results/step_ratio_<device>.{json,md}``.
 """
@@ -55,6 +60,7 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=str(ROOT / "data/prepared/mnist-official-full.npz"))
     p.add_argument("--n2", default="32,64,128,256")
     p.add_argument("--steps", type=int, default=12, help="training steps per configuration (the first 2 compile)")
+    p.add_argument("--solvers", default="auto", help="comma-separated projection solvers (auto, jacobian, gram, matrix_free)")
     p.add_argument("--self", action="store_true", help="also time SelfConv (converged) and SelfSpan over the batch")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -69,9 +75,11 @@ def main(argv=None) -> int:
 
     configs = {"dpsgd": (None, 0)}
     for n2 in sizes:
-        configs[f"labeldp_pro_n{n2}"] = (D.alt_conv(steps=500, step_size="auto", smoothing=1.0, solver="auto",
-                                                    momentum="nesterov", vertices="clipped", clip_norm=CLIP,
-                                                    coefficient_set="joint", start="predicted", tol=1e-3), n2)
+        for solver in a.solvers.split(","):
+            name = f"labeldp_pro_n{n2}" + ("" if solver == "auto" else f"_{solver}")
+            configs[name] = (D.alt_conv(steps=500, step_size="auto", smoothing=1.0, solver=solver,
+                                        momentum="nesterov", vertices="clipped", clip_norm=CLIP,
+                                        coefficient_set="joint", start="predicted", tol=1e-3), n2)
     if a.self:
         configs["self_conv"] = (D.self_conv(steps=500, step_size="auto", smoothing=1.0, solver="auto",
                                             momentum="nesterov", vertices="clipped", clip_norm=CLIP,
@@ -112,14 +120,15 @@ def main(argv=None) -> int:
                 sigma=SIGMA, clip_norm=CLIP, learning_rate=LR, expected_batch_size=N1)
     out = Path(a.out) if a.out else ROOT / f"benchmarks/results/step_ratio_{device}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out.with_suffix(".json"), json.dumps(dict(meta=meta, rows=rows), indent=1))
+    write_text_atomic(f"{out}.json", json.dumps(dict(meta=meta, rows=rows), indent=1))
     lines = [f"# LabelDP-Pro / DP-SGD seconds per step against n2 (MNIST CNN, batch 1024, {device})", "",
              f"- created {meta['created']}; {meta['machine']}; JAX {meta['jax']}; load average {load0} -> {load1} "
              "(the machine may be shared: every configuration's steps are interleaved, so the ratios are side by side)",
              f"- medians over {meta['timed_steps']} steps after 2 compiling ones, from the initial parameters; "
              f"sigma {SIGMA} (eps 0.1 add/remove over 585 steps), C {CLIP}, lr {LR}",
              "- LabelDP-Pro: AltConv, clipped vertices, joint simplex, predicted start, FISTA to a gap of 1e-3 C^2 "
-             "(cap 500), lambda 1; goal: ratio <= 3 on this CPU (000 Table 11: 1.35 on a GPU)", "",
+             "(cap 500), lambda 1; solver `auto` (jacobian here) unless the name says `_gram` (FISTA on G^T G, the "
+             "same iterates); goal: ratio <= 3 on this CPU (000 Table 11: 1.35 on a GPU)", "",
              "| configuration | n2 | s/step | ratio to DP-SGD | projection iterations |", "|---|---|---|---|---|"]
     for r in rows:
         it = "-" if r["median_iterations"] is None else f"{r['median_iterations']:.0f}"
@@ -129,7 +138,7 @@ def main(argv=None) -> int:
         lines.append("self_conv / self_span: vertices are the batch's own n1 * K per-example per-class gradients "
                      "(000 Table 3); n2 does not apply. SelfConv uses the converged projection above; SelfSpan "
                      "the span solver (100 iterations).")
-    write_text_atomic(out.with_suffix(".md"), "\n".join(lines) + "\n")
+    write_text_atomic(f"{out}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -55,7 +55,11 @@ iterations run (measured on the MNIST CNN on a CPU: ``benchmarks/bench_projectio
 when the matrix takes at most ``JACOBIAN_MAX_BYTES`` and at least ``JACOBIAN_MIN_STEPS``
 iterations run, ``matrix_free`` otherwise. Materialising row by
 row assumes ``f`` treats examples independently (no batch statistics), which DP-SGD's
-per-example clipping assumes already.
+per-example clipping assumes already. ``solver="gram"`` (the converged projection only,
+:mod:`labeldp.denoisers.hull_gram`) goes one step further: it builds ``Q = G^T G`` (nK x nK) once
+per call and iterates on the nK coefficients alone, with FISTA (the ``jacobian`` solver's iterates)
+or pairwise Frank-Wolfe; ``auto`` never picks it, so runs already recorded with ``auto`` are
+reproduced as they ran (``benchmarks/bench_hull_solvers.py`` times all of them side by side).
 
 Masks. Padding rows of a Poisson batch (``mask == 0``) contribute no column to ``G``: for the
 span their columns are zero, for the convex hull their coefficients are pinned to 0 (the

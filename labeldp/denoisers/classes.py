@@ -114,9 +114,13 @@ class _ConvBase(Denoiser):
     coefficient_set: str = "joint"
     start: str = "uniform"
     tol: float | None = None
+    algorithm: str = "fista"
 
     def __post_init__(self):
         _check_solver(self.solver)
+        if not self.converged and self.algorithm != "fista":
+            raise ValueError(f"projection algorithm {self.algorithm!r} needs the converged projection (set projection_tol); "
+                             "the paper form runs PGD")
         if self.converged:
             if self.momentum != "nesterov":
                 raise ValueError("the converged projection runs FISTA: set projection_momentum: nesterov")
@@ -132,7 +136,7 @@ class _ConvBase(Denoiser):
         return HullOptions(vertices=self.vertices, clip_norm=self.clip_norm, coefficient_set=self.coefficient_set,
                            start=self.start, tol=0.0 if self.tol is None else float(self.tol),
                            max_steps=int(self.steps), smoothing=float(self.smoothing), solver=self.solver,
-                           chunk=int(self.chunk), step_size=None if self.step_size == "auto" else float(self.step_size))
+                           algorithm=self.algorithm, chunk=int(self.chunk), step_size=None if self.step_size == "auto" else float(self.step_size))
 
     def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
         if self.converged:
@@ -217,26 +221,26 @@ def self_conv(
     *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
     momentum: str = "none", loop: LoopKind = "auto", chunk: int = 10, solver: SolverKind = "auto",
     vertices: str = "raw", clip_norm: float | None = None, coefficient_set: str = "joint", start: str = "uniform",
-    tol: float | None = None,
+    tol: float | None = None, algorithm: str = "fista",
 ) -> SelfConv:
     """SELFCONV denoiser (000 Table 1); ``breaks_amplification=True``. The defaults are the
     paper's form; see :class:`_ConvBase` for the converged projection's options."""
     return SelfConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum, loop=loop, chunk=chunk,
                     solver=solver, vertices=vertices, clip_norm=clip_norm, coefficient_set=coefficient_set,
-                    start=start, tol=tol)
+                    start=start, tol=tol, algorithm=algorithm)
 
 
 def alt_conv(
     *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
     momentum: str = "none", alt_batch_size: int | None = None, loop: LoopKind = "auto", chunk: int = 10,
     solver: SolverKind = "auto", vertices: str = "raw", clip_norm: float | None = None,
-    coefficient_set: str = "joint", start: str = "uniform", tol: float | None = None,
+    coefficient_set: str = "joint", start: str = "uniform", tol: float | None = None, algorithm: str = "fista",
 ) -> AltConv:
     """ALTCONV denoiser (000 Table 1, the paper's default); amplification-compatible. The
     defaults are the paper's form; see :class:`_ConvBase` for the converged projection's options."""
     return AltConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum,
                    alt_batch_size=alt_batch_size, loop=loop, chunk=chunk, solver=solver, vertices=vertices,
-                   clip_norm=clip_norm, coefficient_set=coefficient_set, start=start, tol=tol)
+                   clip_norm=clip_norm, coefficient_set=coefficient_set, start=start, tol=tol, algorithm=algorithm)
 
 
 DENOISERS: dict[str, Callable[..., Denoiser]] = {

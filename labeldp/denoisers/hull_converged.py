@@ -30,7 +30,10 @@ leaves open made so that the projection converges and denoises:
 
 Solvers (as in :mod:`labeldp.denoisers`): ``jacobian`` materialises ``G^T`` once and runs one
 ``lax.while_loop`` of dense products; ``matrix_free`` drives jitted chunks of JVP/VJP iterations
-from Python, each iteration guarded by the gap, so both stop at the first iterate within tolerance.
+from Python, each iteration guarded by the gap, so both stop at the first iterate within tolerance;
+``gram`` builds ``G^T G`` once and iterates on the n*K coefficients alone
+(:mod:`labeldp.denoisers.hull_gram`), with FISTA or (``algorithm="pairwise_frank_wolfe"``) pairwise
+Frank-Wolfe.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import jax.numpy as jnp
 
 from labeldp.denoisers.linear_maps import (_HIGHEST, LogitsFn, PyTree, _jacobian_rows, _linear_maps, _LinearMaps,
                                            _param_bytes, _tree_sqnorm, _tree_sub, JACOBIAN_MAX_BYTES)
+from labeldp.denoisers.hull_gram import ALGORITHMS, solve_gram
 from labeldp.denoisers.coefficient_sets import (frank_wolfe_gap, project_onto_set, project_rows_simplex, start_point,
                                                uniform_point, valid_entries)
 
@@ -69,7 +73,8 @@ class HullOptions:
       max_steps: iteration cap.
       smoothing: lambda of 000 Section 3.3 (1 disables it).
       solver: ``"auto"`` (``jacobian`` when ``G^T`` takes at most ``JACOBIAN_MAX_BYTES``),
-        ``"jacobian"`` or ``"matrix_free"``.
+        ``"jacobian"``, ``"matrix_free"`` or ``"gram"`` (``G^T G`` built once; ``auto`` never picks it).
+      algorithm: ``"fista"`` or ``"pairwise_frank_wolfe"`` (``gram`` solver, joint set only).
       chunk: iterations per jitted chunk of the matrix-free solver (each iteration runs only while
         the gap is above the tolerance; the host checks between chunks whether to launch another).
       power_iters: power iterations for ``L``.
@@ -86,6 +91,7 @@ class HullOptions:
     max_steps: int = 500
     smoothing: float = 1.0
     solver: str = "auto"
+    algorithm: str = "fista"
     chunk: int = 10
     power_iters: int = 10
     step_size: float | None = None
@@ -107,8 +113,13 @@ class HullOptions:
             raise ValueError(f"smoothing must be in [0, 1], got {self.smoothing!r}")
         if self.step_size is not None and not float(self.step_size) > 0:
             raise ValueError(f"step_size must be > 0 or None (1/L), got {self.step_size!r}")
-        if self.solver not in ("auto", "jacobian", "matrix_free"):
-            raise ValueError(f"solver must be auto, jacobian or matrix_free, got {self.solver!r}")
+        if self.solver not in ("auto", "jacobian", "matrix_free", "gram"):
+            raise ValueError(f"solver must be auto, jacobian, matrix_free or gram, got {self.solver!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"projection algorithm must be one of {list(ALGORITHMS)}, got {self.algorithm!r}")
+        if self.algorithm == "pairwise_frank_wolfe" and (self.solver != "gram" or self.coefficient_set != "joint"):
+            raise ValueError("algorithm 'pairwise_frank_wolfe' runs in Gram space over one joint simplex: "
+                             "set solver='gram' and coefficient_set='joint'")
 
 
 class HullResult(NamedTuple):
@@ -326,9 +337,10 @@ def _solve_matrix_free(f, params, x, mask, g, opts: HullOptions, key):
     return out, st, obj0, eta, bias, scale
 
 
-def resolve_hull_solver(solver: str, n: int, k: int, params: PyTree) -> Literal["jacobian", "matrix_free"]:
+def resolve_hull_solver(solver: str, n: int, k: int, params: PyTree) -> Literal["jacobian", "matrix_free", "gram"]:
     """``auto`` -> ``jacobian`` when ``G^T`` (n*k rows of the parameters' size) takes at most
-    ``JACOBIAN_MAX_BYTES``, else ``matrix_free`` (shapes only, never data)."""
+    ``JACOBIAN_MAX_BYTES``, else ``matrix_free`` (shapes only, never data); an explicit solver as
+    it is."""
     if solver != "auto":
         return solver  # type: ignore[return-value]
     return "jacobian" if int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
@@ -358,6 +370,15 @@ def converged_hull_projection(f: LogitsFn, params: PyTree, x: jax.Array, g: PyTr
     n, k = jax.eval_shape(f, params, x).shape
     key = (options.vertices, float(options.clip_norm or 0.0), options.coefficient_set == "per_example")
     solver = resolve_hull_solver(options.solver, n, k, params)
+    if solver == "gram":
+        _, unravel = jax.flatten_util.ravel_pytree(g)
+        out, st, obj0, eta, bias, scale, obj = solve_gram(
+            f, params, x, mask, g, float(options.tol), float(options.smoothing), float(options.step_size or 0.0),
+            opts_key=key, start=options.start, max_steps=int(options.max_steps), power_iters=int(options.power_iters),
+            algorithm=options.algorithm)
+        return HullResult(projected=unravel(out), alpha=st.alpha.reshape(n, k), objective=obj, objective_init=obj0,
+                          gap=st.gap, gap_relative=st.gap / scale, iterations=st.it, step_size=eta,
+                          smoothing_bias_norm=bias, solver=solver)
     if solver == "jacobian":
         flat, unravel = jax.flatten_util.ravel_pytree(g)
         del flat

@@ -18,8 +18,10 @@ LogitsFn = Callable[[PyTree, jax.Array], jax.Array]
 argument of the jitted kernels), e.g. ``ModelSpec.logits`` or a module-level function."""
 
 LoopKind = Literal["auto", "fori", "python"]
-SolverKind = Literal["auto", "matrix_free", "jacobian"]
-SOLVERS = ("auto", "matrix_free", "jacobian")
+SolverKind = Literal["auto", "matrix_free", "jacobian", "gram"]
+SOLVERS = ("auto", "matrix_free", "jacobian", "gram")
+"""``gram`` (the coefficients' Gram matrix ``G^T G``, :mod:`labeldp.denoisers.hull_gram`) serves
+only the converged projection (a variant with ``projection_tol``); the paper form refuses it."""
 
 JACOBIAN_MAX_BYTES = 2 * 1024**3
 """``solver="auto"`` materialises ``G^T`` only when it takes at most this many bytes (2 GiB)."""
@@ -135,6 +137,9 @@ def resolve_solver(
       ``"matrix_free"`` or ``"jacobian"``.
     """
     _check_solver(solver)
+    if solver == "gram":
+        raise ValueError("solver 'gram' serves only the converged projection (set projection_tol, "
+                         "labeldp.denoisers.hull_gram); the paper form's PGD takes 'jacobian', 'matrix_free' or 'auto'")
     if solver == "auto":
         fits = int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES
         return "jacobian" if fits and int(steps) >= JACOBIAN_MIN_STEPS else "matrix_free"

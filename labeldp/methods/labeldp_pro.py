@@ -8,7 +8,9 @@ Table 3's reference-only "w/ AMP" columns, which the record marks not private). 
 hyper-parameters: ``proj_steps``, ``proj_step_size`` and the smoothing ``lambda`` (000 D.2).
 Implementation options (same algorithm, recorded in the result's ``details``):
 ``projection_momentum`` (``none``: the paper's PGD; ``nesterov``: FISTA) and
-``projection_solver`` (``auto`` | ``matrix_free`` | ``jacobian``, see :mod:`labeldp.denoisers`).
+``projection_solver`` (``auto`` | ``matrix_free`` | ``jacobian`` | ``gram``, see :mod:`labeldp.denoisers`)
+and, for the converged projection, ``projection_algorithm`` (``fista`` | ``pairwise_frank_wolfe``, the
+latter with the ``gram`` solver; :mod:`labeldp.denoisers.hull_gram`).
 Projection options (:data:`HULL_DEFAULTS`; :mod:`labeldp.denoisers.hull_converged`):
 ``vertices`` (``clipped`` to C | ``raw``), ``coefficient_set`` (``joint`` | ``per_example``),
 ``projection_start`` (``predicted`` | ``uniform``) and ``projection_tol`` (a relative Frank-Wolfe
@@ -24,7 +26,7 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_s
 DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, user-level AltConv (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 _HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
-                 "projection_tol")
+                 "projection_tol", "projection_algorithm")
 OPTIONS = ("denoiser", "amplification", "alt_batch_size") + _HULL_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,
@@ -83,7 +85,8 @@ def make_denoiser_for(spec: RunSpec):
               smoothing=float(hp["smoothing"]), solver=spec.options.get("projection_solver", "auto"),
               momentum=spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
               vertices=opt["vertices"], clip_norm=float(hp["clip_norm"]), coefficient_set=opt["coefficient_set"],
-              start=opt["projection_start"], tol=None if tol is None else float(tol))
+              start=opt["projection_start"], tol=None if tol is None else float(tol),
+              algorithm=spec.options.get("projection_algorithm", "fista"))
     if name == "alt_conv":
         return denoisers.alt_conv(**kw)
     return denoisers.self_conv(**kw)

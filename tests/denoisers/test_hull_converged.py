@@ -48,11 +48,15 @@ def effective_G(params, x, *, clip, per_example):
     return G
 
 
-@pytest.mark.parametrize("solver", ["jacobian", "matrix_free"])
-@pytest.mark.parametrize("vertices,coef,start", [("raw", "joint", "uniform"), ("clipped", "joint", "predicted"),
-                                                 ("clipped", "per_example", "predicted"),
-                                                 ("raw", "per_example", "uniform")])
-def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, vertices, coef, start):
+_PROBLEMS = [("raw", "joint", "uniform"), ("clipped", "joint", "predicted"), ("clipped", "per_example", "predicted"),
+             ("raw", "per_example", "uniform")]
+_SOLVERS = [("jacobian", "fista"), ("matrix_free", "fista"), ("gram", "fista"), ("gram", "pairwise_frank_wolfe")]
+
+
+# pairwise Frank-Wolfe runs over the joint simplex only (refused otherwise: test_options_are_checked)
+@pytest.mark.parametrize("solver,algorithm,vertices,coef,start", [
+    s + p for s in _SOLVERS for p in _PROBLEMS if not (s[1] == "pairwise_frank_wolfe" and p[1] == "per_example")])
+def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, algorithm, vertices, coef, start):
     with jax.enable_x64(True):
         n = 5
         params, x, unravel, g_vec = make_problem(n=n, seed=2)
@@ -60,12 +64,13 @@ def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, vertices,
         G = effective_G(params, x, clip=clip, per_example=coef == "per_example")
         _, f_star = qp(G, g_vec, per_example=coef == "per_example", n=n)
         opts = HullOptions(vertices=vertices, clip_norm=clip, coefficient_set=coef, start=start, tol=1e-10,
-                           max_steps=20000, smoothing=1.0, solver=solver, chunk=50)
+                           max_steps=20000, smoothing=1.0, solver=solver, algorithm=algorithm, chunk=50)
         res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=opts)
         a = np.asarray(res.alpha).reshape(-1)
         f = float(np.sum((G @ a - g_vec) ** 2))
         assert f - f_star <= 1e-9 * max(1.0, f_star) + 1e-12, (f, f_star)  # at least as good as SLSQP
         assert f - f_star <= float(res.gap) + 1e-12  # the certificate bounds the true suboptimality
+        assert float(res.objective) == pytest.approx(f, rel=1e-9)  # the reported objective is F(alpha)
         assert float(res.gap_relative) <= 1e-10
         np.testing.assert_allclose(ravel(res.projected), G @ a, rtol=1e-9, atol=1e-12)
         assert a.min() >= 0
@@ -75,7 +80,8 @@ def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, vertices,
             assert abs(a.sum() - 1) < 1e-10
 
 
-def test_gap_is_an_upper_bound_along_the_way():
+@pytest.mark.parametrize("solver,algorithm", [("jacobian", "fista"), ("gram", "fista"), ("gram", "pairwise_frank_wolfe")])
+def test_gap_is_an_upper_bound_along_the_way(solver, algorithm):
     """On a materialised case: at every stopping tolerance, F(alpha) - F* <= the reported gap."""
     with jax.enable_x64(True):
         params, x, unravel, g_vec = make_problem(n=6, seed=4)
@@ -83,7 +89,7 @@ def test_gap_is_an_upper_bound_along_the_way():
         _, f_star = qp(G, g_vec, per_example=False, n=6)
         for steps in (1, 3, 10, 30):
             res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=HullOptions(
-                vertices="raw", start="uniform", tol=0.0, max_steps=steps, solver="jacobian"))
+                vertices="raw", start="uniform", tol=0.0, max_steps=steps, solver=solver, algorithm=algorithm))
             f = float(np.sum((G @ np.asarray(res.alpha).reshape(-1) - g_vec) ** 2))
             assert int(res.iterations) == steps
             assert f - f_star <= float(res.gap) * (1 + 1e-9) + 1e-12
@@ -103,6 +109,42 @@ def test_both_solvers_stop_at_the_first_iterate_within_tolerance(coef):
         assert 1 <= int(jac.iterations) < 500 and int(jac.iterations) % 7 != 0  # a stop inside a chunk
         assert int(mf.iterations) == int(jac.iterations)
         np.testing.assert_allclose(np.asarray(mf.alpha), np.asarray(jac.alpha), rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("coef,smoothing", [("joint", 1.0), ("per_example", 0.85)])
+def test_gram_fista_runs_the_jacobian_solvers_iterates(coef, smoothing):
+    """FISTA on Q = G^T G and b = G^T g is the same iteration as on G^T: same stop, same
+    coefficients, same (smoothed) output, same objective and smoothing bias."""
+    with jax.enable_x64(True):
+        params, x, unravel, g_vec = make_problem(n=6, seed=7)
+        g = unravel(jnp.asarray(g_vec))
+        jac_opts = HullOptions(vertices="clipped", clip_norm=0.5, coefficient_set=coef, start="predicted", tol=1e-5,
+                               max_steps=500, smoothing=smoothing, solver="jacobian")
+        jac = converged_hull_projection(mlp, params, x, g, options=jac_opts)
+        gram = converged_hull_projection(mlp, params, x, g, options=dataclasses.replace(jac_opts, solver="gram"))
+        assert gram.solver == "gram" and 1 < int(jac.iterations) < 500
+        assert int(gram.iterations) == int(jac.iterations)
+        np.testing.assert_allclose(np.asarray(gram.alpha), np.asarray(jac.alpha), rtol=1e-8, atol=1e-12)
+        np.testing.assert_allclose(ravel(gram.projected), ravel(jac.projected), rtol=1e-8, atol=1e-12)
+        for field in ("objective", "objective_init", "gap", "step_size", "smoothing_bias_norm"):
+            assert float(getattr(gram, field)) == pytest.approx(float(getattr(jac, field)), rel=1e-7, abs=1e-12), field
+
+
+def test_pairwise_frank_wolfe_keeps_a_sparse_feasible_iterate_and_descends():
+    """Every pairwise step moves mass between two vertices with an exact line search: the iterate
+    stays on the simplex and the objective never rises."""
+    with jax.enable_x64(True):
+        params, x, unravel, g_vec = make_problem(n=6, seed=8)
+        G = effective_G(params, x, clip=0.5, per_example=False)
+        objs = []
+        for steps in (1, 2, 5, 20, 80):
+            res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=HullOptions(
+                vertices="clipped", clip_norm=0.5, start="uniform", tol=0.0, max_steps=steps, solver="gram",
+                algorithm="pairwise_frank_wolfe"))
+            a = np.asarray(res.alpha).reshape(-1)
+            assert a.min() >= 0 and abs(a.sum() - 1) < 1e-12
+            objs.append(float(np.sum((G @ a - g_vec) ** 2)))
+        assert all(b <= a_ * (1 + 1e-12) for a_, b in zip(objs, objs[1:])) and objs[-1] < objs[0]
 
 
 def test_frank_wolfe_gap_against_its_definition():
@@ -169,3 +211,13 @@ def test_options_are_checked():
         D.alt_conv(step_size="auto", vertices="clipped", clip_norm=1.0, tol=1e-3, momentum="none")
     with pytest.raises(ValueError, match="step_size"):
         HullOptions(vertices="raw", step_size=-1.0)
+    with pytest.raises(ValueError, match="algorithm"):
+        HullOptions(vertices="raw", solver="gram", algorithm="away_steps")
+    with pytest.raises(ValueError, match="solver='gram' and coefficient_set='joint'"):
+        HullOptions(vertices="raw", solver="gram", coefficient_set="per_example", algorithm="pairwise_frank_wolfe")
+    with pytest.raises(ValueError, match="solver='gram'"):
+        HullOptions(vertices="raw", solver="jacobian", algorithm="pairwise_frank_wolfe")
+    with pytest.raises(ValueError, match="converged projection"):  # the paper form's PGD has no Gram solver
+        D.alt_conv(step_size="auto", solver="gram").projection_solver(rows=4, k=3, params={"w": jnp.zeros(2)})
+    with pytest.raises(ValueError, match="converged projection"):
+        D.alt_conv(step_size="auto", algorithm="pairwise_frank_wolfe")

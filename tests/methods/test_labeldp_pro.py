@@ -133,6 +133,35 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     assert 0.0 <= d["smoothing_bias_ratio_median"]
 
 
+def test_gram_solver_and_pairwise_frank_wolfe_from_variant_options():
+    """``projection_solver: gram`` with ``projection_algorithm: pairwise_frank_wolfe`` reach the
+    runner: a whole tiny run records the solver and every step stops within the tolerance (the
+    iterates themselves are tested in tests/denoisers/test_hull_converged.py); the paper form
+    refuses both, with the fix in the message."""
+    from labeldp.methods import labeldp_pro
+    from tests.baselines.test_label_baselines import _fake_data
+
+    data = _fake_data(n_train=128, n_test=32)
+    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5000,
+              smoothing=1.0)
+    base = RunSpec(dataset="mnist", method="labeldp_pro", variant="v", epsilon=1.0, delta=1e-5, seed=1, hparams=hp,
+                   options={"denoiser": "alt_conv", "alt_batch_size": 16})
+    spec = RunSpec(**{**base.__dict__, "options": {**base.options, "projection_solver": "gram",
+                                                    "projection_algorithm": "pairwise_frank_wolfe"}})
+    den = labeldp_pro.make_denoiser_for(spec)
+    assert (den.solver, den.algorithm) == ("gram", "pairwise_frank_wolfe")
+    assert labeldp_pro.make_denoiser_for(base).algorithm == "fista"
+    res = labeldp_pro.run(data, spec)
+    assert res.details["projection_solver"] == "gram" and res.privacy.valid
+    assert res.details["projection_gap_relative_final"] <= 1e-3 and res.details["projection_iterations_max"] < 5000
+    assert np.isfinite(res.metrics["final_train_loss"])
+    paper = {"vertices": "raw", "projection_start": "uniform", "projection_tol": None}
+    for extra in ({"projection_solver": "gram"}, {"projection_algorithm": "pairwise_frank_wolfe"}):
+        bad = RunSpec(**{**base.__dict__, "options": {**base.options, **paper, **extra}})
+        with pytest.raises(ValueError, match="converged projection"):
+            labeldp_pro.run(data, bad)
+
+
 def test_unknown_options_are_refused_not_ignored():
     """A misspelt or unsupported variant option (e.g. Table 7's examples_per_user, not implemented
     for image DP-SGD) stops the run with the supported list instead of being silently ignored."""
