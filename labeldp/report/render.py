@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -358,22 +359,23 @@ def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
             xs = [e for e, _ in ok]
             ys = [x.mean for _, x in ok]
             sd = [x.std or 0 for _, x in ok]
-            ax.plot(xs, ys, "-o", color=color, label=c.label)
+            ax.plot(xs, ys, "-o", color=color, label=textwrap.fill(c.label, 80))
             ax.fill_between(xs, [y - s for y, s in zip(ys, sd)], [y + s for y, s in zip(ys, sd)], color=color, alpha=0.2)
         pp = [(e, x.paper) for e, x in pts if x.paper is not None]
         if pp:
             ax.plot([e for e, _ in pp], [v for _, v in pp], "o", mfc="none", color=color,
-                    label=None if ok else f"{c.label} (paper)")
+                    label=None if ok else textwrap.fill(f"{c.label} (paper)", 80))
     ax.plot([], [], "o", mfc="none", color="gray", label="hollow: paper value")
     ax.set_xscale("log")
     ax.set_xlabel("epsilon")
     ax.set_ylabel(tcfg["metric"])
-    ax.set_title(f"{res.table}: {tcfg['title']}", fontsize=8)
+    ax.set_title(textwrap.fill(f"{res.table}: {tcfg['title']}", 90), fontsize=8)  # long titles wrap, not clip
     if not any_line:
         ax.text(0.5, 0.5, "not run: no method of this figure is implemented yet", transform=ax.transAxes,
                 ha="center", va="center")
-    ax.legend(fontsize=6)
     fig.tight_layout()
+    # below the axes, after the layout (which would shrink the axes to fit it): long labels hide no line
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     save_figure(fig, png, pdf)
     plt.close(fig)
 
@@ -385,7 +387,7 @@ def save_figure(fig, png: Path, pdf: Path | None = None) -> None:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.stem}.part{path.suffix}")
-        fig.savefig(tmp, **kw)
+        fig.savefig(tmp, bbox_inches="tight", **kw)  # a legend placed outside the axes is kept
         os.replace(tmp, path)
 
 
