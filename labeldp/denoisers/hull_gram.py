@@ -38,12 +38,7 @@ from labeldp.denoisers.linear_maps import _HIGHEST, _jacobian_rows
 
 ALGORITHMS = ("fista", "pairwise_frank_wolfe")
 
-__all__ = ["ALGORITHMS", "solve_gram", "gram_bytes"]
-
-
-def gram_bytes(n: int, k: int, itemsize: int = 4) -> int:
-    """Bytes of ``Q`` for n examples of k classes."""
-    return (int(n) * int(k)) ** 2 * int(itemsize)
+__all__ = ["ALGORITHMS", "solve_gram"]
 
 
 class _GramState(NamedTuple):
