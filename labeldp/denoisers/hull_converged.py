@@ -47,7 +47,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from labeldp.denoisers.linear_maps import (_HIGHEST, LogitsFn, PyTree, _jacobian_rows, _linear_maps, _LinearMaps,
-                                           _param_bytes, _tree_sqnorm, _tree_sub, JACOBIAN_MAX_BYTES)
+                                           _param_bytes, _tree_sqnorm, _tree_sub, JACOBIAN_MAX_BYTES, SOLVERS)
 from labeldp.denoisers.hull_gram import ALGORITHMS, solve_gram
 from labeldp.denoisers.coefficient_sets import (frank_wolfe_gap, project_onto_set, project_rows_simplex, start_point,
                                                uniform_point, valid_entries)
@@ -113,8 +113,8 @@ class HullOptions:
             raise ValueError(f"smoothing must be in [0, 1], got {self.smoothing!r}")
         if self.step_size is not None and not float(self.step_size) > 0:
             raise ValueError(f"step_size must be > 0 or None (1/L), got {self.step_size!r}")
-        if self.solver not in ("auto", "jacobian", "matrix_free", "gram"):
-            raise ValueError(f"solver must be auto, jacobian, matrix_free or gram, got {self.solver!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {list(SOLVERS)}, got {self.solver!r}")
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"projection algorithm must be one of {list(ALGORITHMS)}, got {self.algorithm!r}")
         if self.algorithm == "pairwise_frank_wolfe" and (self.solver != "gram" or self.coefficient_set != "joint"):

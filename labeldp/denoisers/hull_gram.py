@@ -34,7 +34,7 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from labeldp.denoisers.coefficient_sets import frank_wolfe_gap, project_onto_set, start_point, uniform_point, valid_entries
-from labeldp.denoisers.linear_maps import _HIGHEST, _jacobian_rows
+from labeldp.denoisers.linear_maps import _HIGHEST, _jacobian_rows, _LinearMaps
 
 ALGORITHMS = ("fista", "pairwise_frank_wolfe")
 
@@ -97,17 +97,6 @@ def _pairwise_fw_step(q, b, shape, mask, per_example, eta, st: _GramState) -> _G
     return _GramState(alpha, qa, st.alpha, st.qa, st.t, robj, gap, st.it + 1)
 
 
-def _power(q, shape, mask, iters):
-    u = valid_entries(shape, mask).reshape(-1).astype(q.dtype)
-    u = u / jnp.linalg.norm(u)
-    lam = jnp.zeros((), q.dtype)
-    for _ in range(iters):
-        w = _matvec(q, u)
-        lam = jnp.vdot(u, w)
-        u = w / jnp.maximum(jnp.linalg.norm(w), 1e-30)
-    return 2.0 * lam
-
-
 @functools.partial(jax.jit, static_argnames=("f", "opts_key", "start", "max_steps", "power_iters", "algorithm"))
 def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, max_steps, power_iters, algorithm):
     """One projection in Gram space; the same contract as ``hull_converged._solve_jacobian``.
@@ -116,7 +105,8 @@ def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, 
       ``(G alpha~ flat, state, initial objective, step, smoothing bias norm, scale)`` with the
       state's ``obj`` the full objective ``F(alpha)``.
     """
-    from labeldp.denoisers.hull_converged import _scale, _weights  # the shared clip / scale rules (import cycle)
+    # the shared clip, scale and step rules (imported here: hull_converged imports this module)
+    from labeldp.denoisers.hull_converged import _eta, _scale, _weights
 
     per_example = opts_key[2]
     jt = _jacobian_rows(f, params, x, mask)  # (m, d)
@@ -130,8 +120,9 @@ def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, 
     q = jnp.matmul(jw, jw.T, precision=_HIGHEST)
     b = jnp.matmul(jw, g_flat, precision=_HIGHEST)
     gsq = jnp.vdot(g_flat, g_flat)
-    auto = 1.0 / (1.05 * jnp.maximum(_power(q, shape, mask, power_iters), 1e-30))
-    eta = jnp.where(step > 0, jnp.minimum(jnp.asarray(step, q.dtype), auto), auto)
+    # 1 / (1.05 L) by the same power iteration, on Q: coefficient-space maps with G^T G = Q
+    eta = _eta(_LinearMaps(gt=lambda u: _matvec(q, u).reshape(shape), g=lambda u: u.reshape(-1)),
+               shape, q.dtype, mask, power_iters, step)
     alpha0 = start_point(start, f(params, x), mask, per_example).reshape(-1)
     qa0 = _matvec(q, alpha0)
     robj0 = _robj(alpha0, qa0, b)
