@@ -21,11 +21,14 @@ All models take NHWC float inputs scaled to [0, 1] and return logits of shape (n
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+import functools
+from typing import Any, Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+
+from labeldp.dpsgd.tape import Tape, avg_pool_2x2
 
 __all__ = ["MnistCNN", "CifarCNN", "LinearClassifier", "FEATURES_MODEL", "ModelSpec", "build_model", "MODEL_FOR_DATASET", "num_params"]
 
@@ -46,6 +49,15 @@ class MnistCNN(nn.Module):
         x = x.reshape((x.shape[0], -1))
         x = nn.relu(nn.Dense(16)(x))
         return nn.Dense(self.num_classes)(x)
+
+
+def mnist_cnn_tapped(module: MnistCNN, params, x: jax.Array, tape: Tape) -> jax.Array:
+    """:class:`MnistCNN`'s forward pass through a :class:`~labeldp.dpsgd.tape.Tape` (convolutions
+    as im2col matmuls): the same logits as ``module.apply`` up to float32 rounding."""
+    h = avg_pool_2x2(jax.nn.relu(tape.conv(("Conv_0",), x, params["Conv_0"], padding=module.padding)))
+    h = avg_pool_2x2(jax.nn.relu(tape.conv(("Conv_1",), h, params["Conv_1"], padding=module.padding)))
+    h = jax.nn.relu(tape.dense(("Dense_0",), h.reshape((h.shape[0], -1)), params["Dense_0"]))
+    return tape.dense(("Dense_1",), h, params["Dense_1"])
 
 
 class CifarCNN(nn.Module):
@@ -82,6 +94,12 @@ class LinearClassifier(nn.Module):
         return nn.Dense(self.num_classes)(x.reshape((x.shape[0], -1)))
 
 
+def linear_classifier_tapped(module: LinearClassifier, params, x: jax.Array, tape: Tape) -> jax.Array:
+    """:class:`LinearClassifier`'s forward pass through a :class:`~labeldp.dpsgd.tape.Tape`."""
+    del module
+    return tape.dense(("Dense_0",), x.reshape((x.shape[0], -1)), params["Dense_0"])
+
+
 MODEL_FOR_DATASET = {
     "mnist": "mnist_cnn",
     "fashion_mnist": "mnist_cnn",
@@ -94,6 +112,11 @@ FEATURES_MODEL = "linear"
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {"mnist_cnn": MnistCNN, "cifar_cnn": CifarCNN,
                                                 "linear": LinearClassifier}
+
+#: Each model's forward pass through the tape of the fast DP-SGD step (:mod:`labeldp.dpsgd.clipping`,
+#: formulation ``bookkeeping``); a model without one (``cifar_cnn``: its dropout masks are drawn per
+#: example inside Flax) trains with the reference ``vmap_grad`` formulation.
+_TAPPED: dict[str, Callable[..., jax.Array]] = {"mnist_cnn": mnist_cnn_tapped, "linear": linear_classifier_tapped}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +142,13 @@ class ModelSpec:
     def logits(self, params, x: jax.Array) -> jax.Array:
         """Deterministic logits ``f(params, x) -> (n, K)`` (dropout off)."""
         return self.module.apply({"params": params}, x, train=False)
+
+    @property
+    def tapped(self) -> Callable[[Any, jax.Array, Tape], jax.Array] | None:
+        """The forward pass through a :class:`~labeldp.dpsgd.tape.Tape` ``(params, x, tape) ->
+        logits`` (same logits as :meth:`logits`), or ``None`` if the model has none."""
+        fn = _TAPPED.get(self.name)
+        return None if fn is None else functools.partial(fn, self.module)
 
     def train_logits(self, params, x: jax.Array, rng: jax.Array | None) -> jax.Array:
         """Logits in training mode (dropout on when the model has it)."""

@@ -2,7 +2,7 @@
 
 :class:`DPSGDConfig` (C, sigma, n1, sampling, unit, pad_to), :func:`default_pad_to`, the
 :class:`Batch` / :class:`TrainState` / :class:`StepInfo` pytrees shared by the private step
-(:mod:`labeldp.dpsgd_step`) and the non-private one (:mod:`labeldp.sgd_step`), the default
+(:mod:`labeldp.dpsgd.step`) and the non-private one (:mod:`labeldp.dpsgd.sgd_step`), the default
 per-example loss :func:`cross_entropy`, and the small helpers both steps use. Re-exported by
 :mod:`labeldp.dpsgd`, whose docstring describes the whole engine.
 """
@@ -163,9 +163,15 @@ def cross_entropy(logits: jax.Array, target: jax.Array) -> jax.Array:
     return -jnp.sum(target.astype(logp.dtype) * logp, axis=-1)
 
 
-def _tree_sqnorm(t: PyTree) -> jax.Array:
+def tree_sqnorm(t: PyTree) -> jax.Array:
     return sum(jnp.sum(jnp.square(leaf)) for leaf in jax.tree_util.tree_leaves(t))
 
 
-def _as_float_mask(mask: jax.Array) -> jax.Array:
+def as_float_mask(mask: jax.Array) -> jax.Array:
     return jnp.asarray(mask).astype(jnp.float32)
+
+
+def leading_shape(x: PyTree, n: int) -> tuple[int, ...]:
+    """The first ``n`` dimensions of the features: an array, or a pytree of arrays sharing them
+    (tabular data: ``(x_num, x_cat)``)."""
+    return tuple(jax.tree_util.tree_leaves(x)[0].shape[:n])

@@ -34,22 +34,22 @@ The noise multiplier sigma is an input here; its calibration to (epsilon, delta)
 SelfConv) the accountant must not use amplification by subsampling (000 Section 3.4).
 
 Layout (one module per seam; this module re-exports all of them and stays the import surface):
-:mod:`labeldp.dpsgd_types` (config, batch/state types, :func:`cross_entropy`),
-:mod:`labeldp.dpsgd_step` (the private step), :mod:`labeldp.sgd_step` (the non-private step),
-:mod:`labeldp.dpsgd_sampling` (host-side batch samplers).
+:mod:`labeldp.dpsgd.step_types` (config, batch/state types, :func:`cross_entropy`),
+:mod:`labeldp.dpsgd.step` (the private step), :mod:`labeldp.dpsgd.sgd_step` (the non-private step),
+:mod:`labeldp.dpsgd.sampling` (host-side batch samplers).
 """
 
 from __future__ import annotations
 
-from labeldp.dpsgd_sampling import (  # noqa: F401
-    _generator,
+from labeldp.dpsgd.sampling import (  # noqa: F401
+
     num_steps,
     poisson_batches,
     sample_alt_batch,
     shuffled_batches,
 )
-from labeldp.dpsgd_step import DPSGDStep, _leading_shape, _tree_map, make_dpsgd_step  # noqa: F401
-from labeldp.dpsgd_types import (  # noqa: F401
+from labeldp.dpsgd.step import DPSGDStep, make_dpsgd_step  # noqa: F401
+from labeldp.dpsgd.step_types import (  # noqa: F401
     Batch,
     DPSGDConfig,
     LossFn,
@@ -57,12 +57,12 @@ from labeldp.dpsgd_types import (  # noqa: F401
     StepInfo,
     TrainLogitsFn,
     TrainState,
-    _as_float_mask,
-    _tree_sqnorm,
+    as_float_mask,
+    tree_sqnorm,
     cross_entropy,
     default_pad_to,
 )
-from labeldp.sgd_step import SGDStep, make_sgd_step  # noqa: F401
+from labeldp.dpsgd.sgd_step import SGDStep, make_sgd_step  # noqa: F401
 
 __all__ = [
     "DPSGDConfig",

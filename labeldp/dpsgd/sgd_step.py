@@ -1,8 +1,8 @@
 """The non-private step: the optimizer on the mean loss over a batch's real examples.
 
 :class:`SGDStep` and its builder :func:`make_sgd_step`: same model, loss and
-:class:`~labeldp.dpsgd_types.Batch` / :class:`~labeldp.dpsgd_types.TrainState` types as the
-private step of 000 Algorithm 1 (:mod:`labeldp.dpsgd_step`), per example only; the non-private
+:class:`~labeldp.dpsgd.step_types.Batch` / :class:`~labeldp.dpsgd.step_types.TrainState` types as the
+private step of 000 Algorithm 1 (:mod:`labeldp.dpsgd.step`), per example only; the non-private
 baseline and the RR-style methods (via ``loss_fn``). Re-exported by :mod:`labeldp.dpsgd`.
 """
 
@@ -14,15 +14,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from labeldp.dpsgd_types import (
+from labeldp.dpsgd.step_types import (
     Batch,
     LossFn,
     PyTree,
     StepInfo,
     TrainLogitsFn,
     TrainState,
-    _as_float_mask,
-    _tree_sqnorm,
+    as_float_mask,
+    tree_sqnorm,
     cross_entropy,
 )
 
@@ -54,15 +54,15 @@ class SGDStep:
     def _loss(self, params, batch: Batch, rng):
         logits = self._logits_fn(params, batch.x, rng)
         losses = jax.vmap(self._loss_fn)(logits, batch.y)
-        mask = _as_float_mask(batch.mask)
+        mask = as_float_mask(batch.mask)
         return jnp.sum(losses * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
     def _step(self, state: TrainState, batch: Batch, rng):
         loss, grads = jax.value_and_grad(self._loss)(state.params, batch, rng)
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        n = jnp.sum(_as_float_mask(batch.mask))
-        gnorm = jnp.sqrt(_tree_sqnorm(grads))
+        n = jnp.sum(as_float_mask(batch.mask))
+        gnorm = jnp.sqrt(tree_sqnorm(grads))
         info = StepInfo(loss=loss, num_units=n, clipped_fraction=jnp.zeros(()), mean_grad_norm=jnp.zeros(()),
                         grad_norm=gnorm, denoise={})
         return TrainState(params=params, opt_state=opt_state, step=state.step + 1), info

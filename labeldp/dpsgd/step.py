@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import optax
 
 from labeldp.denoisers import Denoiser, NoOp
-from labeldp.dpsgd_types import (
+from labeldp.dpsgd.step_types import (
     Batch,
     DPSGDConfig,
     LossFn,
@@ -23,20 +23,24 @@ from labeldp.dpsgd_types import (
     StepInfo,
     TrainLogitsFn,
     TrainState,
-    _as_float_mask,
-    _tree_sqnorm,
+    as_float_mask,
     cross_entropy,
+    leading_shape,
+    tree_sqnorm,
+)
+from labeldp.dpsgd.clipping import (
+    TappedFn,
+    bookkeeping_clipped_sum,
+    default_chunk_size,
+    describe,
+    resolve_formulation,
+    vmap_clipped_sum,
 )
 
 __all__ = ["DPSGDStep", "make_dpsgd_step"]
 
 _tree_map = jax.tree_util.tree_map
 
-
-def _leading_shape(x: PyTree, n: int) -> tuple[int, ...]:
-    """The first ``n`` dimensions of the features: an array, or a pytree of arrays sharing them
-    (tabular data: ``(x_num, x_cat)``)."""
-    return tuple(jax.tree_util.tree_leaves(x)[0].shape[:n])
 
 
 # --------------------------------------------------------------------------------------------
@@ -58,6 +62,9 @@ class DPSGDStep:
       config: the :class:`DPSGDConfig`.
       denoiser: the :class:`~labeldp.denoisers.Denoiser`.
       pad_to: the compiled batch length.
+      formulation: how the clipped sum is computed (:mod:`labeldp.dpsgd.clipping`):
+        ``"vmap_grad"`` or ``"bookkeeping"``.
+      chunk_size: units per chunk of the book-keeping formulation (``None``: whole batch).
     """
 
     def __init__(
@@ -69,8 +76,14 @@ class DPSGDStep:
         config: DPSGDConfig,
         loss_fn: LossFn,
         denoiser: Denoiser,
+        tapped_fn: TappedFn | None = None,
+        formulation: str = "auto",
+        chunk_size: int | None = None,
     ):
         self.config = config
+        self.formulation = resolve_formulation(formulation, tapped_available=tapped_fn is not None)
+        self.chunk_size = chunk_size if chunk_size is not None else default_chunk_size()
+        self._tapped_fn = tapped_fn
         self.denoiser = denoiser
         self.optimizer = optimizer
         self.pad_to = config.padded_batch_size
@@ -88,6 +101,10 @@ class DPSGDStep:
         self._add_jit = jax.jit(lambda a, b: _tree_map(jnp.add, a, b))
 
     # ---- public API ------------------------------------------------------------------------
+
+    def describe(self) -> dict:
+        """What a record stores about how this step computed its clipped sums."""
+        return describe(self.formulation, self.chunk_size)
 
     def init(self, params: PyTree) -> TrainState:
         """Initial :class:`TrainState` for ``params``."""
@@ -152,15 +169,15 @@ class DPSGDStep:
     # ---- internals ---------------------------------------------------------------------------
 
     def _normalize(self, batch: Batch) -> Batch:
-        mask = _as_float_mask(batch.mask)
+        mask = as_float_mask(batch.mask)
         x, y = batch.x, batch.y
         if self.config.unit == "user":
             if mask.ndim == 1:
-                mask = jnp.broadcast_to(mask[:, None], _leading_shape(x, 2))
+                mask = jnp.broadcast_to(mask[:, None], leading_shape(x, 2))
         else:
             if mask.ndim != 1:
                 raise ValueError(f"per-example batches need a (B,) mask, got shape {mask.shape}")
-        alt_mask = None if batch.alt_mask is None else _as_float_mask(batch.alt_mask)
+        alt_mask = None if batch.alt_mask is None else as_float_mask(batch.alt_mask)
         return Batch(x=x, y=y, mask=mask, x_alt=batch.x_alt, alt_mask=alt_mask)
 
     def _chunks(self, batch: Batch):
@@ -179,37 +196,13 @@ class DPSGDStep:
         for c in range(n_chunks):
             yield _tree_map(lambda a: a[c * p:(c + 1) * p], x), y[c * p:(c + 1) * p], m[c * p:(c + 1) * p]
 
-    def _per_unit(self, params, x, y, mask, key):
-        """Per-unit loss and gradient; a unit is (1 example) or (k examples of one user)."""
-        if self.config.unit == "example":
-            x = _tree_map(lambda a: a[:, None], x)
-            y = y[:, None]
-            mask = mask[:, None]
-
-        def unit_loss(p, xu, yu, mu, ku):
-            logits = self._logits_fn(p, xu, ku)
-            losses = jax.vmap(self._loss_fn)(logits, yu)
-            return jnp.sum(losses * mu.astype(losses.dtype))
-
-        keys = jax.random.split(key, _leading_shape(x, 1)[0])
-        return jax.vmap(jax.value_and_grad(unit_loss), in_axes=(None, 0, 0, 0, 0))(params, x, y, mask, keys), mask
-
     def _clipped_sum(self, params, x, y, mask, key):
-        (losses, grads), mask2 = self._per_unit(params, x, y, mask, key)
-        unit_mask = (jnp.sum(mask2, axis=1) > 0).astype(jnp.float32)
-        sq = sum(jnp.sum(jnp.square(g.reshape(g.shape[0], -1)), axis=1) for g in jax.tree_util.tree_leaves(grads))
-        norms = jnp.sqrt(sq)
-        c = jnp.asarray(self.config.clip_norm, norms.dtype)
-        scale = unit_mask * jnp.minimum(1.0, c / jnp.maximum(norms, 1e-30))
-        total = _tree_map(lambda g: jnp.tensordot(scale.astype(g.dtype), g, axes=1), grads)
-        stats = {
-            "loss_sum": jnp.sum(losses * unit_mask),
-            "num_examples": jnp.sum(mask2 * unit_mask[:, None]),
-            "num_units": jnp.sum(unit_mask),
-            "num_clipped": jnp.sum(unit_mask * (norms > c)),
-            "norm_sum": jnp.sum(unit_mask * norms),
-        }
-        return total, stats
+        if self.formulation == "bookkeeping":
+            return bookkeeping_clipped_sum(tapped_fn=self._tapped_fn, loss_fn=self._loss_fn, unit=self.config.unit,
+                                           clip_norm=self.config.clip_norm, chunk_size=self.chunk_size,
+                                           params=params, x=x, y=y, mask=mask)
+        return vmap_clipped_sum(logits_fn=self._logits_fn, loss_fn=self._loss_fn, unit=self.config.unit,
+                                clip_norm=self.config.clip_norm, params=params, x=x, y=y, mask=mask, key=key)
 
     def _privatize(self, total, key):
         cfg = self.config
@@ -249,7 +242,7 @@ class DPSGDStep:
     def _update(self, state: TrainState, grads):
         updates, opt_state = self.optimizer.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return TrainState(params=params, opt_state=opt_state, step=state.step + 1), jnp.sqrt(_tree_sqnorm(grads))
+        return TrainState(params=params, opt_state=opt_state, step=state.step + 1), jnp.sqrt(tree_sqnorm(grads))
 
     @staticmethod
     def _info(stats, gnorm, dinfo) -> StepInfo:
@@ -283,6 +276,9 @@ def make_dpsgd_step(
     projection_logits_fn: Callable[[PyTree, jax.Array], jax.Array] | None = None,
     loss_fn: LossFn = cross_entropy,
     denoiser: Denoiser | None = None,
+    tapped_fn: TappedFn | None = None,
+    formulation: str = "auto",
+    chunk_size: int | None = None,
 ) -> DPSGDStep:
     """Builds the DP-SGD / LabelDP-Pro step of 000 Algorithm 1.
 
@@ -297,11 +293,24 @@ def make_dpsgd_step(
       loss_fn: per-example loss ``(logits (K,), target) -> scalar``; default
         :func:`cross_entropy` (int label or (K,) weights).
       denoiser: a :class:`~labeldp.denoisers.Denoiser`; default NoOp (plain DP-SGD).
+      tapped_fn: the model's tapped forward ``(params, x, tape) -> logits``
+        (:mod:`labeldp.dpsgd.tape`), computing the same logits as ``logits_fn``; taken from
+        ``model.tapped`` when ``model`` is given without its own ``logits_fn``.
+      formulation: how per-unit clipped sums are computed (:mod:`labeldp.dpsgd.clipping`):
+        ``"auto"`` (book-keeping on CPU when a tapped forward exists, else the reference),
+        ``"vmap_grad"`` or ``"bookkeeping"``.
+      chunk_size: units per chunk of the book-keeping formulation; ``None``: 64 on CPU, the
+        whole batch elsewhere.
 
     Returns:
       A :class:`DPSGDStep`.
+
+    Raises:
+      ValueError: ``formulation="bookkeeping"`` without a tapped forward, or an unknown name.
     """
     if model is not None:
+        if tapped_fn is None and logits_fn is None:
+            tapped_fn = model.tapped
         logits_fn = logits_fn or model.train_logits
         projection_logits_fn = projection_logits_fn or model.logits
     if logits_fn is None:
@@ -313,4 +322,7 @@ def make_dpsgd_step(
         config=config,
         loss_fn=loss_fn,
         denoiser=denoiser if denoiser is not None else NoOp(),
+        tapped_fn=tapped_fn,
+        formulation=formulation,
+        chunk_size=chunk_size,
     )
