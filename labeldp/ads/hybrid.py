@@ -156,8 +156,9 @@ def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, sigma:
     n = y.shape[0]
     n1 = cfg.dp_batch_size
     dp = DPSGDConfig(clip_norm=cfg.clip_norm, noise_multiplier=sigma, expected_batch_size=n1, sampling="poisson")
+    logits = two_class_logits(model)
     step = make_dpsgd_step(optimizer=_optimizer(cfg.optimizers[1], cfg.dp_learning_rate, steps), config=dp,
-                           logits_fn=two_class_logits(model))
+                           logits_fn=logits, tapped_fn=logits.tapped)
     state = step.init(params)
     key = jax.random.PRNGKey(seed + 7919)
     losses, done = [], 0
@@ -166,7 +167,7 @@ def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, sigma:
         state, info = step(state, Batch(x=(x_num[idx], x_cat[idx]), y=y[idx], mask=mask), jax.random.fold_in(key, done))
         losses.append(info.loss)
         done += 1
-    return state.params, [float(v) for v in jax.device_get(losses)], done
+    return state.params, [float(v) for v in jax.device_get(losses)], done, step.describe()
 
 
 def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, eps1: float,
@@ -186,7 +187,8 @@ def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.n
 
     Returns:
       ``{"params", "truncated" (predict with the truncated model), "label_noise_rate",
-      "phase1_loss", "phase2_loss", "phase2_steps", "seconds"}``.
+      "phase1_loss", "phase2_loss", "phase2_steps", "phase2_clipping" (how the clipped sums were
+      computed, :mod:`labeldp.dpsgd.clipping`), "seconds"}``.
     """
     from labeldp.mechanisms.classification import randomized_response
 
@@ -201,7 +203,7 @@ def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.n
         params, l1 = _phase1(model, params, xn1, xc1, debiased_rr_weights(noisy, eps1=eps1), cfg, seed)
         out["phase1_loss"] = float(np.mean(l1[-max(1, len(l1) // 10):]))
     if sigma is not None:
-        params, l2, done = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, sigma=sigma,
+        params, l2, done, out["phase2_clipping"] = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, sigma=sigma,
                                    steps=dp_steps, seed=seed)
         out["phase2_loss"] = float(np.mean(l2[-max(1, len(l2) // 10):])) if l2 else None
         out["phase2_steps"] = done

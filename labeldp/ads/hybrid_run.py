@@ -127,6 +127,7 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
         privacy=privacy,
         timings={"train_seconds": seconds, "accounting_seconds": accounting_seconds},
         details={"epsilon1": eps1, "epsilon2": eps2, "noise_multiplier": sigma, "phase2_steps": steps,
+                 **(out.get("phase2_clipping") or {}),
                  "sampling_rate": (hcfg.dp_batch_size / n) if sigma is not None else None,
                  "label_noise_rate": out["label_noise_rate"], "optimizers": list(opt), "model": cfg_model.to_dict(),
                  "sensitive_features": list(data.sensitive_features),

@@ -188,6 +188,7 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     details = {"examples_per_user": k, "phase_split": split, "phase1_examples_per_user": k1 if eps1 > 0 else None,
                "users": users, "epsilon1": eps1, "epsilon2": eps2, "phase1_epsilon_per_label": per_label_eps1,
                "noise_multiplier": sigma, "phase2_steps": steps, "phase2_rows": n2 if eps2 > 0 else None,
+               **(out.get("phase2_clipping") or {}),
                "sampling_rate": (hcfg.dp_batch_size / n2) if sigma is not None else None,
                "label_noise_rate": out["label_noise_rate"], "optimizers": list(hcfg.optimizers),
                "model": cfg_model.to_dict(), "sensitive_features": list(data.sensitive_features)}

@@ -20,7 +20,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["AdsModelConfig", "AdsMLP", "MODEL_FOR_DATASET", "model_for", "embedding_dims", "two_class_logits",
+from labeldp.dpsgd.tape import Tape
+
+__all__ = ["AdsModelConfig", "AdsMLP", "ads_mlp_tapped", "MODEL_FOR_DATASET", "model_for", "embedding_dims", "two_class_logits",
            "logit_gradient_norms"]
 
 
@@ -183,11 +185,32 @@ def logit_gradient_norms(model: AdsMLP, params, x, *, truncated: bool = False) -
     return jnp.sqrt(sq + jnp.sum((d * mask) ** 2, axis=1))
 
 
+def ads_mlp_tapped(model: AdsMLP, params, x, tape: Tape, *, truncated: bool = False) -> jax.Array:
+    """:class:`AdsMLP`'s logit ``(n,)`` through a :class:`~labeldp.dpsgd.tape.Tape` (the fast
+    DP-SGD step's forward pass): the same numbers as ``model.apply(params, x, truncated)``.
+    ``params`` is the variables dict ``{"params": ...}`` that ``model.apply`` takes."""
+    p = params["params"]
+    x_num, x_cat = x
+    x_num = x_num.astype(jnp.float32)
+    if truncated and any(model.sensitive_num):
+        x_num = x_num * jnp.asarray([0.0 if s else 1.0 for s in model.sensitive_num], jnp.float32)
+    parts = [x_num]
+    for j in range(len(model.vocab_sizes)):
+        emb = tape.embed(("params", f"embed_{j}"), x_cat[..., j], p[f"embed_{j}"])
+        parts.append(emb * 0.0 if (truncated and model.zeroed_embedding(j)) else emb)
+    h = jnp.concatenate(parts, axis=-1)
+    for i in range(len(model.hidden)):
+        h = jax.nn.relu(tape.dense(("params", f"Dense_{i}"), h, p[f"Dense_{i}"]))
+    last = len(model.hidden)
+    return tape.dense(("params", f"Dense_{last}"), h, p[f"Dense_{last}"])[..., 0]
+
+
 def two_class_logits(model: AdsMLP, *, truncated: bool = False):
     """``f(params, x, rng=None) -> (n, 2)`` logits (0, z) for the K-class engine (module docstring);
     ``truncated``: 002's truncated model (sensitive features zeroed).
 
-    The function carries ``column_norms(params, x, mask=None) -> (n, 2)``, the norms of the
+    The function carries ``tapped(params, x, tape)``, the same logits through the fast DP-SGD
+    step's tape (:func:`ads_mlp_tapped`), and ``column_norms(params, x, mask=None) -> (n, 2)``, the norms of the
     per-class cross-entropy gradients LabelDP-Pro's projection clips and scales by
     (:func:`labeldp.denoisers.hull_converged.column_norms` uses it): on (0, z) the gradient for
     class 0 is ``sigmoid(z) grad z`` and for class 1 ``(sigmoid(z) - 1) grad z``, so both follow
@@ -205,5 +228,10 @@ def two_class_logits(model: AdsMLP, *, truncated: bool = False):
         out = jnp.stack([p1 * norm, (1.0 - p1) * norm], axis=-1)
         return out if mask is None else out * jnp.asarray(mask, out.dtype)[:, None]
 
+    def tapped(params, x, tape):
+        z = ads_mlp_tapped(model, params, x, tape, truncated=truncated)
+        return jnp.stack([jnp.zeros_like(z), z], axis=-1)
+
     logits.column_norms = jax.jit(column_norms)
+    logits.tapped = tapped
     return logits

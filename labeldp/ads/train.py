@@ -136,7 +136,7 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
     logits = two_class_logits(model)
     step = make_dpsgd_step(optimizer=optax.rmsprop(config.learning_rate), config=dp_config, logits_fn=logits,
                            projection_logits_fn=None if denoiser is None else logits,  # carries column_norms
-                           denoiser=denoiser)
+                           denoiser=denoiser, tapped_fn=logits.tapped)
     state = step.init(init_params(model, x_num[:, 0], x_cat[:, 0], seed=seed))
     key = jax.random.PRNGKey(seed)
     alt_rng = np.random.default_rng([seed, 2])
@@ -162,7 +162,7 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
     return AdsTrainResult(params=state.params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0,
                           diverged=diverged,
                           details={"mean_clipped_fraction": float(np.mean(jax.device_get(clipped))) if clipped else None,
-                                   "examples_per_user": k, "users": users})
+                                   "examples_per_user": k, "users": users, **step.describe()})
 
 
 def predict_proba(model: AdsMLP, params, x_num: np.ndarray, x_cat: np.ndarray, *, batch_size: int = 16384) -> np.ndarray:

@@ -13,7 +13,7 @@ NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, per-user gradients (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
-OPTIONS = ("amplification",)
+OPTIONS = ("amplification", "clipping_formulation")
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -27,11 +27,11 @@ DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, us
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 _HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
                  "projection_tol", "projection_algorithm")
-OPTIONS = ("denoiser", "amplification", "alt_batch_size") + _HULL_OPTIONS
+OPTIONS = ("denoiser", "amplification", "alt_batch_size", "clipping_formulation") + _HULL_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,
-    "self_conv": ("denoiser", "amplification") + _HULL_OPTIONS,
-    "self_span": ("denoiser", "amplification"),
+    "self_conv": ("denoiser", "amplification", "clipping_formulation") + _HULL_OPTIONS,
+    "self_span": ("denoiser", "amplification", "clipping_formulation"),
 }
 #: The projection when a variant says nothing (the converged projection, issue 13): vertices
 #: clipped to C, one joint simplex, started at the model's predicted probabilities, FISTA to a

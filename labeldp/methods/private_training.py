@@ -114,7 +114,9 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     Args:
       data: prepared image data.
       spec: the run; hparams need ``learning_rate``, ``epochs``, ``batch_size``, ``clip_norm``;
-        options may set ``amplification`` (default True) and ``alt_batch_size`` (n2).
+        options may set ``amplification`` (default True), ``alt_batch_size`` (n2) and
+        ``clipping_formulation`` (``auto``, ``vmap_grad`` or ``bookkeeping``: how the per-example
+        clipped sum is computed, :mod:`labeldp.dpsgd.clipping`; the record's details say which ran).
       denoiser: a :class:`labeldp.denoisers.Denoiser`.
       desc: progress-bar label.
 
@@ -157,7 +159,8 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
 
     model = build_model_for(data)
     cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1, sampling=spec.sampling)
-    step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model, denoiser=denoiser)
+    step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model, denoiser=denoiser,
+                           formulation=str(spec.options.get("clipping_formulation", "auto")))
     key, params = initial_params(model, seed=spec.seed)
     state = step.init(params)
     batch_rng = np.random.default_rng([spec.seed, BATCH_STREAM])
@@ -217,6 +220,6 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
                  "seconds_per_step": train_seconds / steps, "accounting_seconds": accounting_seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,
                  "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None,
-                 "projection_solver": projection_solver,
+                 "projection_solver": projection_solver, **step.describe(),
                  **_projection_summary(proj_diag)},
     )
