@@ -20,7 +20,9 @@ Record format (schema version 1). Every method writes exactly these top-level ke
                      steps, amplification, event) or None for pure-DP label randomizers.
 ``metrics``          dict: ``test_accuracy_pct`` (classification) or ``test_auc`` /
                      ``test_mse``; ``diverged`` (bool: a NaN/inf loss was seen); others.
-``timings``          dict: ``train_seconds``, ``seconds_per_epoch``, ``total_seconds``.
+``timings``          dict: ``train_seconds``, ``seconds_per_epoch``, ``total_seconds``; for the
+                     non-private weighted-SGD loop also ``sgd_forward`` (``model`` or ``tapped``:
+                     which forward pass the gradient ran through, :mod:`labeldp.dpsgd.sgd_step`).
 ``environment``      dict: package versions, python, platform, hostname, cpu, gpu (JAX
                      devices), git revision and whether the tree was dirty, and ``lock``: the
                      lock files' sha256 and whether the installed packages are the locked

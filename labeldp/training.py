@@ -21,6 +21,9 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from labeldp.dpsgd.clipping import default_chunk_size
+from labeldp.dpsgd.sgd_step import resolve_forward
+from labeldp.dpsgd.tape import Tape
 from labeldp.models import ModelSpec
 
 __all__ = [
@@ -69,6 +72,7 @@ class TrainResult:
     final_loss: float
     diverged: bool
     steps: int
+    forward: str = "model"
 
 
 def to_float_images(x: np.ndarray) -> np.ndarray:
@@ -139,10 +143,13 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
     With ``target_transform`` the loss is the weighted cross-entropy against
     ``target_transform(w, logits)`` instead of ``w``. With ``mixup_alpha > 0`` the batch is
     mixed first (:func:`mixup_batch`), real rows only with real rows; the mask still selects
-    the real rows for the loss.
+    the real rows for the loss. On CPU, for a model with a tapped forward, the gradient runs
+    through it in chunks (``step.forward == "tapped"``; same numbers up to float32 rounding).
     """
     if mixup_alpha > 0 and target_transform is not None:
         raise ValueError("mixup and a target_transform (ALIBI's per-step posterior) cannot be combined")
+
+    forward = resolve_forward("auto", tapped_available=spec.tapped is not None)
 
     def loss_fn(params, x, w, mask, rng):
         if mixup_alpha > 0:
@@ -155,12 +162,41 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
         denom = jnp.maximum(jnp.sum(mask), 1.0)
         return jnp.sum(per_example * mask) / denom
 
+    def summed_loss(params, x, w, mask):  # the tapped forward (no dropout), one chunk
+        logits = spec.tapped(params, x, Tape(None))
+        if target_transform is not None:
+            w = target_transform(w, logits)
+        return jnp.sum(_weighted_ce(logits, w) * mask)
+
+    def tapped_value_and_grad(params, x, w, mask, rng):
+        """The mean loss and its gradient, summed chunk by chunk through the tapped forward
+        (im2col convolutions; :func:`labeldp.dpsgd.sgd_step.resolve_forward`). Mixup mixes the
+        whole batch first, as :func:`loss_fn` does."""
+        if mixup_alpha > 0:
+            _, mix_rng = jax.random.split(rng)
+            x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha, mask=mask)
+        b, c = mask.shape[0], default_chunk_size()
+        denom = jnp.maximum(jnp.sum(mask), 1.0)
+        if c is None or c >= b or b % c:
+            loss, grads = jax.value_and_grad(summed_loss)(params, x, w, mask)
+        else:
+            def body(carry, inp):
+                return jax.tree_util.tree_map(jnp.add, carry, jax.value_and_grad(summed_loss)(params, *inp)), None
+
+            chunks = jax.tree_util.tree_map(lambda a: a.reshape((b // c, c, *a.shape[1:])), (x, w, mask))
+            init = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
+            (loss, grads), _ = jax.lax.scan(body, init, chunks)
+        return loss / denom, jax.tree_util.tree_map(lambda g: g / denom, grads)
+
+    value_and_grad = tapped_value_and_grad if forward == "tapped" else jax.value_and_grad(loss_fn)
+
     @jax.jit
     def step(params, opt_state, x, w, mask, rng):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, w, mask, rng)
+        loss, grads = value_and_grad(params, x, w, mask, rng)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
+    step.forward = forward
     return step
 
 
@@ -248,6 +284,7 @@ def train_weighted(
         final_loss=last_loss,
         diverged=diverged,
         steps=total_steps,
+        forward=step.forward,
     )
 
 

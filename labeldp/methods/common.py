@@ -40,5 +40,6 @@ def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec:
     acc = accuracy_pct(model, result.params, to_float_images(data.x_test), data.y_test)
     metrics = {"test_accuracy_pct": acc, "diverged": result.diverged or not np.isfinite(result.final_loss),
                "final_train_loss": result.final_loss, "steps": result.steps}
-    timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch}
+    timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch,
+               "sgd_forward": result.forward}  # which forward pass the gradient ran through
     return metrics, timings, audit_log_probs(model, result.params, data)
