@@ -1,0 +1,198 @@
+"""The book-keeping clipped sum equals the vmap(grad) reference (labeldp.dpsgd.clipping).
+
+For every model with a tapped forward (000's MNIST CNN with SAME and VALID padding, the linear
+probe, the ads MLP with embeddings, plain and truncated), per example and per user: the clipped
+sum, the per-unit norms and the step statistics agree to float32 tolerance, on padded batches
+(masked rows contribute nothing), with norms on both sides of C, C tiny and C huge, chunked or not.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from labeldp.ads.model import AdsMLP, two_class_logits
+from labeldp.dpsgd import Batch, DPSGDConfig, cross_entropy, make_dpsgd_step
+from labeldp.dpsgd.clipping import bookkeeping_clipped_sum, resolve_formulation, vmap_clipped_sum
+from labeldp.dpsgd.tape import Tape
+from labeldp.models import build_model
+
+RTOL = 2e-5
+
+
+def _image_case(name, padding, unit, rng, b=24, k=3):
+    shape = (28, 28, 1) if name == "mnist_cnn" else (20,)
+    spec = build_model(name, input_shape=shape, padding=padding)
+    params = spec.init(jax.random.key(1))
+    lead = (b,) if unit == "example" else (b // k, k)
+    x = jnp.asarray(rng.random((*lead, *shape), dtype=np.float32))
+    y = jnp.asarray(rng.integers(0, 10, lead), jnp.int32)
+    mask = (rng.random(lead) < 0.75).astype(np.float32)
+    mask.reshape(-1)[-3:] = 0.0  # trailing padding rows
+    return spec.train_logits, spec.tapped, params, x, y, jnp.asarray(mask)
+
+
+def _ads_case(truncated, unit, rng, b=24, k=4):
+    model = AdsMLP(hidden=(8, 4), vocab_sizes=(3, 6), embed_dims=(3, 2), sensitive_cat=(True, False),
+                   sensitive_num=(False, True))
+    lead = (b,) if unit == "example" else (b // k, k)
+    xn = jnp.asarray(rng.normal(size=(*lead, 2)).astype(np.float32))
+    xc = jnp.asarray(rng.integers(0, 3, (*lead, 2)), jnp.int32)  # small vocabularies: users repeat rows
+    y = jnp.asarray(rng.integers(0, 2, lead), jnp.int32)
+    mask = jnp.asarray((rng.random(lead) < 0.8).astype(np.float32))
+    params = model.init(jax.random.key(2), (xn.reshape(-1, 2), xc.reshape(-1, 2)))
+    logits = two_class_logits(model, truncated=truncated)
+    return logits, logits.tapped, params, (xn, xc), y, mask
+
+
+CASES = [("mnist_cnn", "SAME"), ("mnist_cnn", "VALID"), ("linear", "SAME"), ("ads", False), ("ads", True)]
+
+
+def _case(case, unit, seed=0):
+    rng = np.random.default_rng(seed)
+    if case[0] == "ads":
+        return _ads_case(case[1], unit, rng)
+    return _image_case(case[0], case[1], unit, rng)
+
+
+def _reference_norms(logits_fn, params, x, y, mask, unit):
+    """Per-unit gradient norms straight from vmap(grad) (the unit's masked summed loss)."""
+    if unit == "example":
+        x = jax.tree_util.tree_map(lambda a: a[:, None], x)
+        y, mask = y[:, None], mask[:, None]
+
+    def unit_loss(p, xu, yu, mu):
+        return jnp.sum(jax.vmap(cross_entropy)(logits_fn(p, xu, None), yu) * mu)
+
+    g = jax.vmap(jax.grad(unit_loss), in_axes=(None, 0, 0, 0))(params, x, y, mask)
+    return jnp.sqrt(sum(jnp.sum(jnp.square(a.reshape(a.shape[0], -1)), 1) for a in jax.tree_util.tree_leaves(g)))
+
+
+def _assert_trees_close(a, b, rtol=RTOL):
+    la, lb = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+    assert jax.tree_util.tree_structure(a) == jax.tree_util.tree_structure(b)
+    for u, v in zip(la, lb):
+        scale = float(jnp.max(jnp.abs(u))) + 1e-12
+        assert float(jnp.max(jnp.abs(u - v))) <= rtol * scale, (u.shape, float(jnp.max(jnp.abs(u - v))), scale)
+
+
+@pytest.mark.parametrize("unit", ["example", "user"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+@pytest.mark.parametrize("clip", ["tiny", "median", "huge"])
+@pytest.mark.parametrize("chunk_size", [None, 5])
+def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
+    logits_fn, tapped, params, x, y, mask = _case(case, unit)
+    norms = _reference_norms(logits_fn, params, x, y, mask, unit)
+    real = np.asarray(mask).reshape(norms.shape[0], -1).sum(1) > 0
+    # C below every norm, between the two middle real norms (half clipped, half not), above all
+    mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1: real.sum() // 2 + 1]
+    clip_norm = {"tiny": 1e-4, "median": float(mid.mean()), "huge": 1e4}[clip]
+    ref, ref_stats = vmap_clipped_sum(logits_fn=logits_fn, loss_fn=cross_entropy, unit=unit, clip_norm=clip_norm,
+                                      params=params, x=x, y=y, mask=mask, key=jax.random.key(0))
+    fast, stats = jax.jit(lambda p, x, y, m: bookkeeping_clipped_sum(
+        tapped_fn=tapped, loss_fn=cross_entropy, unit=unit, clip_norm=clip_norm, chunk_size=chunk_size,
+        params=p, x=x, y=y, mask=m))(params, x, y, mask)
+    _assert_trees_close(ref, fast)
+    for key in ("num_examples", "num_units", "num_clipped"):
+        assert float(stats[key]) == float(ref_stats[key])
+    for key in ("loss_sum", "norm_sum"):
+        assert float(stats[key]) == pytest.approx(float(ref_stats[key]), rel=RTOL)
+    if clip == "tiny":  # every real unit is clipped
+        assert float(ref_stats["num_clipped"]) == real.sum()
+    if clip == "huge":  # nothing clipped
+        assert float(ref_stats["num_clipped"]) == 0
+    if clip == "median":  # both sides of C occur
+        assert 0 < float(ref_stats["num_clipped"]) < real.sum()
+    assert float(stats["norm_sum"]) == pytest.approx(float(jnp.sum(norms * real)), rel=RTOL)
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=lambda c: f"{c[0]}-{c[1]}")
+def test_per_unit_norms_equal_reference_norms(case):
+    """norm_sum over a batch of one real unit is that unit's norm, for each unit in turn."""
+    logits_fn, tapped, params, x, y, mask = _case(case, "example")
+    norms = _reference_norms(logits_fn, params, x, y, jnp.ones_like(mask), "example")
+    fn = jax.jit(lambda m: bookkeeping_clipped_sum(tapped_fn=tapped, loss_fn=cross_entropy, unit="example",
+                                                   clip_norm=1.0, chunk_size=7, params=params, x=x, y=y, mask=m)[1])
+    for i in range(0, norms.shape[0], 5):
+        one = jnp.zeros_like(mask).at[i].set(1.0)
+        assert float(fn(one)["norm_sum"]) == pytest.approx(float(norms[i]), rel=RTOL)
+
+
+def test_masked_rows_contribute_nothing():
+    """Changing a padded row's features and label leaves the book-keeping sum unchanged."""
+    logits_fn, tapped, params, x, y, mask = _case(("mnist_cnn", "SAME"), "example")
+    mask = mask.at[0].set(0.0)
+    run = jax.jit(lambda x, y: bookkeeping_clipped_sum(tapped_fn=tapped, loss_fn=cross_entropy, unit="example",
+                                                       clip_norm=0.5, chunk_size=4, params=params, x=x, y=y,
+                                                       mask=mask))
+    a, sa = run(x, y)
+    b, sb = run(x.at[0].set(1.0 - x[0]), y.at[0].set((y[0] + 1) % 10))
+    for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        np.testing.assert_array_equal(np.asarray(u), np.asarray(v))
+    assert float(sa["loss_sum"]) == float(sb["loss_sum"])
+
+
+def test_soft_label_targets():
+    """(K,) weight targets (RR-debiased, soft labels) go through the same path."""
+    logits_fn, tapped, params, x, y, mask = _case(("mnist_cnn", "SAME"), "example")
+    w = jax.nn.one_hot(y, 10) * 0.7 + 0.03
+    ref, _ = vmap_clipped_sum(logits_fn=logits_fn, loss_fn=cross_entropy, unit="example", clip_norm=0.5,
+                              params=params, x=x, y=w, mask=mask, key=jax.random.key(0))
+    fast, _ = bookkeeping_clipped_sum(tapped_fn=tapped, loss_fn=cross_entropy, unit="example", clip_norm=0.5,
+                                      chunk_size=8, params=params, x=x, y=w, mask=mask)
+    _assert_trees_close(ref, fast)
+
+
+def test_resolve_formulation():
+    assert resolve_formulation("auto", tapped_available=True, backend="cpu") == "bookkeeping"
+    assert resolve_formulation("auto", tapped_available=False, backend="cpu") == "vmap_grad"
+    assert resolve_formulation("auto", tapped_available=True, backend="gpu") == "vmap_grad"
+    assert resolve_formulation("vmap_grad", tapped_available=True) == "vmap_grad"
+    with pytest.raises(ValueError, match="needs a model with a `tapped` forward"):
+        resolve_formulation("bookkeeping", tapped_available=False)
+    with pytest.raises(ValueError, match="one of"):
+        resolve_formulation("ghost", tapped_available=True)
+
+
+def test_dropout_model_has_no_tapped_forward_and_is_refused():
+    spec = build_model("cifar_cnn", input_shape=(32, 32, 3))
+    assert spec.tapped is None
+    cfg = DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=8)
+    assert make_dpsgd_step(optimizer=optax.sgd(0.1), config=cfg, model=spec).formulation == "vmap_grad"
+    with pytest.raises(ValueError, match="bookkeeping"):
+        make_dpsgd_step(optimizer=optax.sgd(0.1), config=cfg, model=spec, formulation="bookkeeping")
+
+
+def test_a_parameter_outside_the_tape_is_refused():
+    """A tapped forward that skips a parameter would under-count the norm: refused."""
+    spec = build_model("mnist_cnn", input_shape=(28, 28, 1))
+    params = spec.init(jax.random.key(0))
+
+    def partial_forward(p, x, tape: Tape):  # only Conv_0 through the tape, the rest by hand
+        h = spec.tapped(p, x, Tape(None))
+        return h + 0.0 * jnp.sum(tape.dense(("Conv_0",), x.reshape(x.shape[0], -1)[:, :9], p["Conv_0"]))
+
+    x = jnp.zeros((4, 28, 28, 1))
+    with pytest.raises(ValueError, match="does not match the parameters"):
+        bookkeeping_clipped_sum(tapped_fn=partial_forward, loss_fn=cross_entropy, unit="example", clip_norm=1.0,
+                                chunk_size=None, params=params, x=x, y=jnp.zeros(4, jnp.int32), mask=jnp.ones(4))
+
+
+def test_step_with_either_formulation_gives_the_same_update():
+    """A full noisy step (same key: same noise) with each formulation: same parameters."""
+    spec = build_model("mnist_cnn", input_shape=(28, 28, 1))
+    params = spec.init(jax.random.key(0))
+    rng = np.random.default_rng(3)
+    batch = Batch(x=jnp.asarray(rng.random((40, 28, 28, 1), dtype=np.float32)),
+                  y=jnp.asarray(rng.integers(0, 10, 40), jnp.int32),
+                  mask=jnp.asarray((np.arange(40) < 33).astype(np.float32)))
+    cfg = DPSGDConfig(clip_norm=0.5, noise_multiplier=2.0, expected_batch_size=32, pad_to=40)
+    out = {}
+    for f in ("vmap_grad", "bookkeeping"):
+        step = make_dpsgd_step(optimizer=optax.sgd(0.5), config=cfg, model=spec, formulation=f, chunk_size=16)
+        assert step.describe()["clipping_formulation"] == f
+        out[f], _ = step(step.init(params), batch, jax.random.key(7))
+    _assert_trees_close(out["vmap_grad"].params, out["bookkeeping"].params, rtol=1e-5)
