@@ -148,6 +148,10 @@ def resolve_solver(
 
 @functools.partial(jax.jit, static_argnames=("f",))
 def _jacobian_rows(f, params, x, mask):
+    custom = getattr(f, "jacobian_rows", None)  # e.g. labeldp.dpsgd.tapped_logits.TappedLogits
+    if custom is not None:
+        return custom(params, x, mask)
+
     def one(xi):
         one_row = jax.tree_util.tree_map(lambda a: a[None], xi)  # features: an array or a pytree of arrays
         return jax.jacrev(lambda p: -jax.nn.log_softmax(f(p, one_row), axis=-1)[0])(params)
@@ -164,7 +168,10 @@ def jacobian_matrix(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Arra
     """``G^T`` materialised: row ``i*K + kappa`` is ``grad_theta l(theta, (x_i, kappa))`` raveled.
 
     The columns follow ``jax.flatten_util.ravel_pytree(params)``; masked rows are zero (000
-    Appendix C's ``G``, transposed, with the masking of :func:`per_class_losses`).
+    Appendix C's ``G``, transposed, with the masking of :func:`per_class_losses`). A logits
+    function that carries ``f.jacobian_rows(params, x, mask)`` computes them itself (the
+    book-keeping rows of :class:`labeldp.dpsgd.tapped_logits.TappedLogits`); otherwise each
+    example's rows come from ``jax.jacrev``, vmapped.
 
     Args:
       f: logits function ``f(params, x) -> (n, K)``; must treat examples independently.

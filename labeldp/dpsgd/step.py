@@ -28,6 +28,7 @@ from labeldp.dpsgd.step_types import (
     leading_shape,
     tree_sqnorm,
 )
+from labeldp.dpsgd.tapped_logits import TappedLogits
 from labeldp.dpsgd.clipping import (
     TappedFn,
     bookkeeping_clipped_sum,
@@ -79,6 +80,7 @@ class DPSGDStep:
         tapped_fn: TappedFn | None = None,
         formulation: str = "auto",
         chunk_size: int | None = None,
+        tapped_projection: bool = False,
     ):
         self.config = config
         self.formulation = resolve_formulation(formulation, tapped_available=tapped_fn is not None)
@@ -89,6 +91,9 @@ class DPSGDStep:
         self.pad_to = config.padded_batch_size
         self._logits_fn = logits_fn
         self._loss_fn = loss_fn
+        if self.formulation == "bookkeeping" and projection_logits_fn is not None and tapped_projection:
+            # the projection's per-class gradient rows through the tape too (same rows, faster on CPU)
+            projection_logits_fn = TappedLogits(projection_logits_fn, tapped_fn)
         self._proj_fn = projection_logits_fn
         if not isinstance(denoiser, NoOp) and projection_logits_fn is None:
             raise ValueError("a projecting denoiser needs projection_logits_fn (deterministic f(params, x))")
@@ -308,9 +313,12 @@ def make_dpsgd_step(
     Raises:
       ValueError: ``formulation="bookkeeping"`` without a tapped forward, or an unknown name.
     """
+    tapped_projection = False
     if model is not None:
         if tapped_fn is None and logits_fn is None:
             tapped_fn = model.tapped
+            # the projection's per-class rows through the same tape, when it projects with the model's logits
+            tapped_projection = projection_logits_fn is None and tapped_fn is not None
         logits_fn = logits_fn or model.train_logits
         projection_logits_fn = projection_logits_fn or model.logits
     if logits_fn is None:
@@ -325,4 +333,5 @@ def make_dpsgd_step(
         tapped_fn=tapped_fn,
         formulation=formulation,
         chunk_size=chunk_size,
+        tapped_projection=tapped_projection,
     )
