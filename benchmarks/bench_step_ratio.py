@@ -21,7 +21,11 @@ reports' runs use, ``jacobian`` here; ``gram``: FISTA on ``G^T G``, the same ite
 (n1 * K = 10,240 of them at batch 1024): SelfConv with the same converged projection and
 SelfSpan (the span solver, 100 iterations); these say what Table 3 costs per step here.
 
-Run: ``.venv/bin/python benchmarks/bench_step_ratio.py [--n2 32,64,128,256] [--solvers auto,gram] [--steps 12] [--self]``
+``--formulations vmap_grad,bookkeeping`` runs every configuration with each clipping formulation
+(:mod:`labeldp.dpsgd.clipping`; book-keeping also computes the projection's per-class rows through
+the model's tape), side by side.
+
+Run: ``.venv/bin/python benchmarks/bench_step_ratio.py [--n2 32,64,128,256] [--solvers auto,gram] [--formulations vmap_grad,bookkeeping] [--steps 12] [--self]``
 (needs ``data/prepared/mnist-official-full.npz``). Writes
 ``benchmarks/results/step_ratio_<device>.{json,md}``.
 """
@@ -61,6 +65,9 @@ def main(argv=None) -> int:
     p.add_argument("--n2", default="32,64,128,256")
     p.add_argument("--steps", type=int, default=12, help="training steps per configuration (the first 2 compile)")
     p.add_argument("--solvers", default="auto", help="comma-separated projection solvers (auto, jacobian, gram, matrix_free)")
+    p.add_argument("--formulations", default="auto",
+                   help="comma-separated clipping formulations (auto, vmap_grad, bookkeeping: labeldp.dpsgd.clipping); "
+                        "with several, every configuration runs with each, named <config>@<formulation>")
     p.add_argument("--self", action="store_true", help="also time SelfConv (converged) and SelfSpan over the batch")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -85,9 +92,14 @@ def main(argv=None) -> int:
                                             momentum="nesterov", vertices="clipped", clip_norm=CLIP,
                                             coefficient_set="joint", start="predicted", tol=1e-3), 0)
         configs["self_span"] = (D.self_span(iters=100), 0)
+    formulations = a.formulations.split(",")
+    if len(formulations) > 1:
+        configs = {f"{name}@{f}": (den, n2, f) for name, (den, n2) in configs.items() for f in formulations}
+    else:
+        configs = {name: (den, n2, formulations[0]) for name, (den, n2) in configs.items()}
     steps, states = {}, {}
-    for name, (den, _) in configs.items():
-        steps[name] = make_dpsgd_step(optimizer=optax.sgd(LR), config=cfg, model=model, denoiser=den)
+    for name, (den, _, form) in configs.items():
+        steps[name] = make_dpsgd_step(optimizer=optax.sgd(LR), config=cfg, model=model, denoiser=den, formulation=form)
         states[name] = steps[name].init(params0)
     batches = list(poisson_batches(n, sampling_rate=N1 / n, rng=np.random.default_rng(0),
                                    pad_to=cfg.padded_batch_size, num_batches=a.steps))
@@ -98,7 +110,7 @@ def main(argv=None) -> int:
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     for idx, mask in batches:
         key, sk = jax.random.split(key)
-        for name, (den, n2) in configs.items():
+        for name, (den, n2, _) in configs.items():
             x_alt = x[sample_alt_batch(n, size=n2, rng=alt_rng)] if n2 else None
             batch = Batch(x=x[idx], y=y[idx], mask=jnp.asarray(mask), x_alt=x_alt)
             t0 = time.perf_counter()
@@ -110,8 +122,14 @@ def main(argv=None) -> int:
                 iters[name].append(float(info.denoise["projection_iterations"]))
     load1 = Path("/proc/loadavg").read_text().split()[:3]
     med = {k: float(np.median(v[2:])) for k, v in times.items()}
-    rows = [dict(config=k, n2=configs[k][1] or None, median_s_per_step=med[k],
-                 ratio_to_dpsgd=med[k] / med["dpsgd"], median_iterations=float(np.median(iters[k][2:])) if iters[k] else None)
+
+    def dpsgd_of(k):  # the DP-SGD configuration of the same formulation
+        return "dpsgd" + (k[k.index("@"):] if "@" in k else "")
+
+    rows = [dict(config=k, n2=configs[k][1] or None, formulation=steps[k].formulation, median_s_per_step=med[k],
+                 ratio_to_dpsgd=med[k] / med[dpsgd_of(k)],
+                 ratio_to_reference_dpsgd=med[k] / med["dpsgd@vmap_grad"] if "dpsgd@vmap_grad" in med else None,
+                 median_iterations=float(np.median(iters[k][2:])) if iters[k] else None)
             for k in configs]
     device = jax.devices()[0].platform
     meta = dict(created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), device=device,
@@ -129,10 +147,16 @@ def main(argv=None) -> int:
              "- LabelDP-Pro: AltConv, clipped vertices, joint simplex, predicted start, FISTA to a gap of 1e-3 C^2 "
              "(cap 500), lambda 1; solver `auto` (jacobian here) unless the name says `_gram` (FISTA on G^T G, the "
              "same iterates); goal: ratio <= 3 on this CPU (000 Table 11: 1.35 on a GPU)", "",
-             "| configuration | n2 | s/step | ratio to DP-SGD | projection iterations |", "|---|---|---|---|---|"]
+             "- clipping formulation (`labeldp.dpsgd.clipping`): `vmap_grad` (per-example gradients by vmap) or "
+             "`bookkeeping` (tapped forward, per-layer norms, and the projection's per-class rows through the tape); "
+             "each ratio is to DP-SGD with the same formulation, the last column to DP-SGD with `vmap_grad`", "",
+             "| configuration | n2 | formulation | s/step | ratio to DP-SGD | ratio to vmap_grad DP-SGD | projection iterations |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         it = "-" if r["median_iterations"] is None else f"{r['median_iterations']:.0f}"
-        lines.append(f"| {r['config']} | {r['n2'] or '-'} | {r['median_s_per_step']:.3f} | {r['ratio_to_dpsgd']:.2f} | {it} |")
+        ref = "-" if r["ratio_to_reference_dpsgd"] is None else f"{r['ratio_to_reference_dpsgd']:.2f}"
+        lines.append(f"| {r['config']} | {r['n2'] or '-'} | {r['formulation']} | {r['median_s_per_step']:.3f} | "
+                     f"{r['ratio_to_dpsgd']:.2f} | {ref} | {it} |")
     if a.self:
         lines.append("")
         lines.append("self_conv / self_span: vertices are the batch's own n1 * K per-example per-class gradients "
