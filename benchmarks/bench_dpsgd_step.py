@@ -58,7 +58,7 @@ def matmul_peak_gflops(jax, jnp, n: int = 2048, reps: int = 10) -> float:
         t0 = time.perf_counter()
         jax.block_until_ready(f(a))
         ts.append(time.perf_counter() - t0)
-    return 2 * n ** 3 / min(ts) / 1e9
+    return 2 * n**3 / min(ts) / 1e9
 
 
 def forward_macs(jax, tapped, params, x_one) -> int:
@@ -118,8 +118,13 @@ def main(argv=None) -> int:
             s0 = st.init(params)
             fns[f"dpsgd_{form}"] = (lambda st=st, s0=s0: st(s0, b, key), jax.block_until_ready)
         macs = forward_macs(jax, spec.tapped, params, x[:1]) if spec.tapped is not None else None
-        cases[name] = dict(fns=fns, macs=macs, batch=batch, params=num_params(params),
-                           note="" if spec.tapped else "dropout: no tapped forward, reference formulation only")
+        cases[name] = dict(
+            fns=fns,
+            macs=macs,
+            batch=batch,
+            params=num_params(params),
+            note="" if spec.tapped else "dropout: no tapped forward, reference formulation only",
+        )
         return spec, params, x, y
 
     spec, params, x, y = image_case("mnist_cnn", "mnist_cnn", (28, 28, 1), 1024)
@@ -140,15 +145,21 @@ def main(argv=None) -> int:
         cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1, sampling="shuffle", unit=unit)
         fns = {}
         for form in ("vmap_grad", "bookkeeping"):
-            st = make_dpsgd_step(logits_fn=logits, tapped_fn=logits.tapped, optimizer=optax.rmsprop(1e-3), config=cfg,
-                                 formulation=form)
+            st = make_dpsgd_step(
+                logits_fn=logits, tapped_fn=logits.tapped, optimizer=optax.rmsprop(1e-3), config=cfg, formulation=form
+            )
             s0 = st.init(ads_params)
             fns[f"dpsgd_{form}"] = (lambda st=st, s0=s0, b=b: st(s0, b, key), jax.block_until_ready)
         one = (xn.reshape(-1, 3)[:1], xc.reshape(-1, 10)[:1])
         macs = forward_macs(jax, logits.tapped, ads_params, one) * (4 if unit == "user" else 1)
-        cases[f"ads_mlp_{unit}"] = dict(fns=fns, macs=macs, batch=n1, params=num_params(ads_params),
-                                        note=f"{'256 users x 4 examples' if unit == 'user' else '1024 examples'}, "
-                                             "10 embedded columns (dim 8), MLP 128-64")
+        cases[f"ads_mlp_{unit}"] = dict(
+            fns=fns,
+            macs=macs,
+            batch=n1,
+            params=num_params(ads_params),
+            note=f"{'256 users x 4 examples' if unit == 'user' else '1024 examples'}, "
+            "10 embedded columns (dim 8), MLP 128-64",
+        )
 
     results = {}
     for name, case in cases.items():
@@ -169,11 +180,18 @@ def main(argv=None) -> int:
         for k, ts in times.items():
             med = statistics.median(ts)
             gf = None if case["macs"] is None else 6 * case["macs"] * case["batch"] / med / 1e9
-            rows[k] = dict(median_s=med, min_s=min(ts), max_s=max(ts), warmup_s_incl_compile=warm[k],
-                           effective_gflops=gf, fraction_of_peak=None if gf is None else gf / peak)
+            rows[k] = dict(
+                median_s=med,
+                min_s=min(ts),
+                max_s=max(ts),
+                warmup_s_incl_compile=warm[k],
+                effective_gflops=gf,
+                fraction_of_peak=None if gf is None else gf / peak,
+            )
             print(f"{name} {k}: {med:.4f} s", flush=True)
-        results[name] = dict(rows=rows, macs_per_example=case["macs"], batch=case["batch"], params=case["params"],
-                             note=case["note"])
+        results[name] = dict(
+            rows=rows, macs_per_example=case["macs"], batch=case["batch"], params=case["params"], note=case["note"]
+        )
     m = results["mnist_cnn"]["rows"]
     fastest_sgd = min(v["median_s"] for k, v in m.items() if "sgd" in k and "dpsgd" not in k)
     goals = {
@@ -186,10 +204,20 @@ def main(argv=None) -> int:
         "goal_at_most_1.5x_nonprivate": m["dpsgd_bookkeeping"]["median_s"] / fastest_sgd <= 1.5,
     }
     device = jax.devices()[0].platform
-    meta = dict(created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), device=device,
-                cpu=cpu_model(), cpus=len(os.sched_getaffinity(0)), jax=jax.__version__, python=platform.python_version(),
-                loadavg_before=list(load0), loadavg_after=list(os.getloadavg()), reps=a.reps,
-                matmul_peak_gflops=peak, sigma=sigma, clip_norm=clip)
+    meta = dict(
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        device=device,
+        cpu=cpu_model(),
+        cpus=len(os.sched_getaffinity(0)),
+        jax=jax.__version__,
+        python=platform.python_version(),
+        loadavg_before=list(load0),
+        loadavg_after=list(os.getloadavg()),
+        reps=a.reps,
+        matmul_peak_gflops=peak,
+        sigma=sigma,
+        clip_norm=clip,
+    )
     out = Path(a.out) if a.out else ROOT / f"benchmarks/results/dpsgd_step_{device}"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(f"{out}.json", json.dumps(dict(meta=meta, results=results, goals=goals), indent=1))
@@ -220,8 +248,12 @@ def _add_torch(fns, x, y, *, sigma, clip, lr):
 
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     gsm = GradSampleModule(build_torch_model("mnist_cnn", input_shape=(28, 28, 1)))
-    dpopt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
-                        expected_batch_size=xt.shape[0])
+    dpopt = DPOptimizer(
+        torch.optim.SGD(gsm.parameters(), lr=lr),
+        noise_multiplier=sigma,
+        max_grad_norm=clip,
+        expected_batch_size=xt.shape[0],
+    )
 
     def opacus_step():
         dpopt.zero_grad(set_to_none=True)
@@ -232,35 +264,53 @@ def _add_torch(fns, x, y, *, sigma, clip, lr):
     fns["opacus_dpsgd"] = (opacus_step, lambda _: None)
 
 
-LABELS = {"sgd_model": "JAX SGD, Flax forward (whole batch)", "sgd_tapped": "JAX SGD, tapped forward (im2col, chunks of 64)",
-          "dpsgd_vmap_grad": "JAX DP-SGD, `vmap_grad` (reference)", "dpsgd_bookkeeping": "JAX DP-SGD, `bookkeeping`",
-          "torch_sgd": "PyTorch SGD", "opacus_dpsgd": "Opacus DP-SGD (hooks)"}
+LABELS = {
+    "sgd_model": "JAX SGD, Flax forward (whole batch)",
+    "sgd_tapped": "JAX SGD, tapped forward (im2col, chunks of 64)",
+    "dpsgd_vmap_grad": "JAX DP-SGD, `vmap_grad` (reference)",
+    "dpsgd_bookkeeping": "JAX DP-SGD, `bookkeeping`",
+    "torch_sgd": "PyTorch SGD",
+    "opacus_dpsgd": "Opacus DP-SGD (hooks)",
+}
 
 
 def render(meta, results, goals) -> str:
-    lines = [f"# DP-SGD step formulations ({meta['device']})", "",
-             f"- created {meta['created']}; {meta['cpu']}, {meta['cpus']} cpus; JAX {meta['jax']}; load average "
-             f"{meta['loadavg_before']} -> {meta['loadavg_after']}; every step of a model timed round-robin "
-             f"({meta['reps']} reps after 2 warm-up calls), medians",
-             f"- measured float32 matmul peak (2048^2 `jnp.dot`): {meta['matmul_peak_gflops']:.1f} GFLOP/s; "
-             "effective GFLOP/s = 6 x forward MACs x batch / time (useful work of forward + backward)", ""]
+    lines = [
+        f"# DP-SGD step formulations ({meta['device']})",
+        "",
+        f"- created {meta['created']}; {meta['cpu']}, {meta['cpus']} cpus; JAX {meta['jax']}; load average "
+        f"{meta['loadavg_before']} -> {meta['loadavg_after']}; every step of a model timed round-robin "
+        f"({meta['reps']} reps after 2 warm-up calls), medians",
+        f"- measured float32 matmul peak (2048^2 `jnp.dot`): {meta['matmul_peak_gflops']:.1f} GFLOP/s; "
+        "effective GFLOP/s = 6 x forward MACs x batch / time (useful work of forward + backward)",
+        "",
+    ]
     for name, r in results.items():
-        lines += [f"## {name} (batch {r['batch']}, {r['params']:,} parameters{'; ' + r['note'] if r['note'] else ''})", "",
-                  "| step | s/step | min | max | effective GFLOP/s | % of peak | first 2 calls incl. compile (s) |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            f"## {name} (batch {r['batch']}, {r['params']:,} parameters{'; ' + r['note'] if r['note'] else ''})",
+            "",
+            "| step | s/step | min | max | effective GFLOP/s | % of peak | first 2 calls incl. compile (s) |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for k, v in r["rows"].items():
             gf = "-" if v["effective_gflops"] is None else f"{v['effective_gflops']:.1f}"
             fr = "-" if v["fraction_of_peak"] is None else f"{100 * v['fraction_of_peak']:.0f}%"
-            lines.append(f"| {LABELS[k]} | {v['median_s']:.4f} | {v['min_s']:.4f} | {v['max_s']:.4f} | {gf} | {fr} | "
-                         f"{v['warmup_s_incl_compile']:.1f} |")
+            lines.append(
+                f"| {LABELS[k]} | {v['median_s']:.4f} | {v['min_s']:.4f} | {v['max_s']:.4f} | {gf} | {fr} | "
+                f"{v['warmup_s_incl_compile']:.1f} |"
+            )
         lines.append("")
     g = goals
-    lines += ["## Goals of issue 32 (MNIST CNN, this machine)", "",
-              f"- DP-SGD step {g['mnist_dpsgd_s_per_step']:.3f} s: goal <= 0.1 s {'met' if g['goal_at_most_0.1_s'] else 'MISSED'}",
-              f"- {g['speedup_over_vmap_grad']:.1f}x the reference `vmap_grad` step",
-              f"- {g['speedup_over_opacus']:.1f}x faster than Opacus: goal >= 3x {'met' if g['goal_3x_opacus'] else 'MISSED'}",
-              f"- {g['over_fastest_nonprivate']:.2f}x the fastest non-private step: goal <= 1.5x "
-              f"{'met' if g['goal_at_most_1.5x_nonprivate'] else 'MISSED'}", ""]
+    lines += [
+        "## Goals of issue 32 (MNIST CNN, this machine)",
+        "",
+        f"- DP-SGD step {g['mnist_dpsgd_s_per_step']:.3f} s: goal <= 0.1 s {'met' if g['goal_at_most_0.1_s'] else 'MISSED'}",
+        f"- {g['speedup_over_vmap_grad']:.1f}x the reference `vmap_grad` step",
+        f"- {g['speedup_over_opacus']:.1f}x faster than Opacus: goal >= 3x {'met' if g['goal_3x_opacus'] else 'MISSED'}",
+        f"- {g['over_fastest_nonprivate']:.2f}x the fastest non-private step: goal <= 1.5x "
+        f"{'met' if g['goal_at_most_1.5x_nonprivate'] else 'MISSED'}",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -129,13 +129,13 @@ def main() -> None:
         print(f"[{time.perf_counter() - t_start:6.1f}s] {msg}", flush=True)
 
     # ---- the fast steps, timed round-robin (so load from other processes hits all alike) ------
-    sgd = make_sgd_step(model=spec, optimizer=optax.sgd(lr))
+    sgd = make_sgd_step(model=spec, optimizer=optax.sgd(lr), forward="model")
     st = sgd.init(params)
     b = Batch(x=x1024, y=y1024, mask=jnp.ones(BATCH))
     cfg_fixed = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=BATCH, sampling="shuffle")
-    dp_fixed = make_dpsgd_step(model=spec, optimizer=optax.sgd(lr), config=cfg_fixed)
+    dp_fixed = make_dpsgd_step(model=spec, optimizer=optax.sgd(lr), config=cfg_fixed, formulation="vmap_grad")
     cfg_pois = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=BATCH)
-    dp_pois = make_dpsgd_step(model=spec, optimizer=optax.sgd(lr), config=cfg_pois)
+    dp_pois = make_dpsgd_step(model=spec, optimizer=optax.sgd(lr), config=cfg_pois, formulation="vmap_grad")
     bp = Batch(x=xpad, y=ypad, mask=mpad)
 
     torch.set_num_threads(os.cpu_count() or 1)

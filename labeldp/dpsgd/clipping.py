@@ -29,8 +29,15 @@ import jax.numpy as jnp
 from labeldp.dpsgd.step_types import LossFn, PyTree, TrainLogitsFn, leading_shape
 from labeldp.dpsgd.tape import Tape, check_coverage
 
-__all__ = ["FORMULATIONS", "ClippingFormulation", "resolve_formulation", "default_chunk_size",
-           "vmap_clipped_sum", "bookkeeping_clipped_sum", "TappedFn"]
+__all__ = [
+    "FORMULATIONS",
+    "ClippingFormulation",
+    "resolve_formulation",
+    "default_chunk_size",
+    "vmap_clipped_sum",
+    "bookkeeping_clipped_sum",
+    "TappedFn",
+]
 
 ClippingFormulation = Literal["auto", "vmap_grad", "bookkeeping"]
 FORMULATIONS = ("vmap_grad", "bookkeeping")
@@ -43,7 +50,7 @@ def resolve_formulation(requested: str, *, tapped_available: bool, backend: str 
     """The formulation that runs.
 
     ``"auto"`` picks ``"bookkeeping"`` on the CPU backend when the model has a tapped forward
-    (measured 4x faster there: ``benchmarks/results/step_timing_cpu.md``), else ``"vmap_grad"``
+    (3.7x faster for the MNIST CNN there: ``benchmarks/results/dpsgd_step_cpu.md``), else ``"vmap_grad"``
     (not yet measured against book-keeping on a GPU, so the reference stays the default there).
 
     Raises:
@@ -55,8 +62,10 @@ def resolve_formulation(requested: str, *, tapped_available: bool, backend: str 
     if requested not in FORMULATIONS:
         raise ValueError(f"clipping formulation must be 'auto' or one of {FORMULATIONS}, got {requested!r}")
     if requested == "bookkeeping" and not tapped_available:
-        raise ValueError("clipping formulation 'bookkeeping' needs a model with a `tapped` forward (labeldp.dpsgd.tape); "
-                         "this model has none (models with dropout have none): use 'vmap_grad' or 'auto'")
+        raise ValueError(
+            "clipping formulation 'bookkeeping' needs a model with a `tapped` forward (labeldp.dpsgd.tape); "
+            "this model has none (models with dropout have none): use 'vmap_grad' or 'auto'"
+        )
     return requested
 
 
@@ -91,8 +100,9 @@ def _clip_scale(norms, unit_mask, clip_norm):
     return unit_mask * jnp.minimum(1.0, c / jnp.maximum(norms, 1e-30))
 
 
-def vmap_clipped_sum(*, logits_fn: TrainLogitsFn, loss_fn: LossFn, unit: str, clip_norm: float,
-                     params: PyTree, x, y, mask, key) -> tuple[PyTree, dict]:
+def vmap_clipped_sum(
+    *, logits_fn: TrainLogitsFn, loss_fn: LossFn, unit: str, clip_norm: float, params: PyTree, x, y, mask, key
+) -> tuple[PyTree, dict]:
     """The reference: per-unit gradients by ``vmap(value_and_grad)``, clipped and summed.
 
     Args:
@@ -178,8 +188,7 @@ def _layer_norms_and_sums(meta, rows, out_grad, u: int):
     return sq, sums
 
 
-def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float,
-                       params, x, y, mask):
+def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float, params, x, y, mask):
     xf, yf, ex_mask, u, k = _unit_view(x, y, mask, unit)
     shape_tape = Tape(None)
     jax.eval_shape(lambda p, xx: tapped_fn(p, xx, shape_tape), params, xf)
@@ -213,8 +222,18 @@ def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_nor
     return total, _stats(losses, ex_mask, unit_mask, norms, clip_norm, u, k)
 
 
-def bookkeeping_clipped_sum(*, tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float,
-                            chunk_size: int | None, params: PyTree, x, y, mask) -> tuple[PyTree, dict]:
+def bookkeeping_clipped_sum(
+    *,
+    tapped_fn: TappedFn,
+    loss_fn: LossFn,
+    unit: str,
+    clip_norm: float,
+    chunk_size: int | None,
+    params: PyTree,
+    x,
+    y,
+    mask,
+) -> tuple[PyTree, dict]:
     """The book-keeping formulation (module docstring): same result as :func:`vmap_clipped_sum`.
 
     Args:
@@ -245,8 +264,9 @@ def bookkeeping_clipped_sum(*, tapped_fn: TappedFn, loss_fn: LossFn, unit: str, 
         total, stats = _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, *inp)
         return _tree_map(jnp.add, carry, (total, stats)), None
 
-    zero_stats = {k: jnp.zeros((), jnp.float32) for k in ("loss_sum", "num_examples", "num_units",
-                                                           "num_clipped", "norm_sum")}
+    zero_stats = {
+        k: jnp.zeros((), jnp.float32) for k in ("loss_sum", "num_examples", "num_units", "num_clipped", "norm_sum")
+    }
     init = (_tree_map(jnp.zeros_like, params), zero_stats)
     (total, stats), _ = jax.lax.scan(body, init, (xs, ys, ms))
     return total, stats

@@ -34,8 +34,8 @@ FORWARDS = ("model", "tapped")
 def resolve_forward(requested: str, *, tapped_available: bool, backend: str | None = None) -> str:
     """Which forward pass the non-private step differentiates: ``"model"`` (the model's own
     ``train_logits`` on the whole batch) or ``"tapped"`` (its tapped forward, im2col
-    convolutions, in chunks: 2.2x faster for 000's MNIST CNN on the 2-core CPU,
-    ``benchmarks/results/step_timing_cpu.md``). ``"auto"``: tapped on CPU when available.
+    convolutions, in chunks: 2.0x faster for 000's MNIST CNN on the 2-core CPU,
+    ``benchmarks/results/dpsgd_step_cpu.md``). ``"auto"``: tapped on CPU when available.
 
     Raises:
       ValueError: an unknown name, or ``"tapped"`` for a model without a tapped forward.

@@ -107,6 +107,12 @@ class DPSGDStep:
 
     # ---- public API ------------------------------------------------------------------------
 
+    @property
+    def projection_logits_fn(self):
+        """The logits function the denoiser projects with (a :class:`~labeldp.dpsgd.tapped_logits.
+        TappedLogits` when the projection's per-class rows go through the tape)."""
+        return self._proj_fn
+
     def describe(self) -> dict:
         """What a record stores about how this step computed its clipped sums."""
         return describe(self.formulation, self.chunk_size)

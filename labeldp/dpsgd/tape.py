@@ -71,8 +71,10 @@ class Tape:
 
     def _record(self, record: LayerRecord, out: jax.Array) -> jax.Array:
         if record.path in self.layers:
-            raise ValueError(f"layer {record.path} used twice in one forward pass; the tape needs one use "
-                             "per parameter (share weights through one call)")
+            raise ValueError(
+                f"layer {record.path} used twice in one forward pass; the tape needs one use "
+                "per parameter (share weights through one call)"
+            )
         self.layers[record.path] = record
         self.output_shapes[record.path] = tuple(out.shape)
         if self.probes is not None:
@@ -124,7 +126,7 @@ def im2col(x: jax.Array, *, window: tuple[int, int], padding: str) -> jax.Array:
     elif padding != "VALID":
         raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
     h, w = x.shape[1] - kh + 1, x.shape[2] - kw + 1
-    cols = [x[:, i:i + h, j:j + w, :] for i in range(kh) for j in range(kw)]
+    cols = [x[:, i : i + h, j : j + w, :] for i in range(kh) for j in range(kw)]
     return jnp.concatenate(cols, axis=-1)
 
 
@@ -169,5 +171,7 @@ def check_coverage(params: PyTree, layers: dict[Path, LayerRecord]) -> None:
                 seen.add((*path, "bias"))
     have = param_paths(params)
     if seen != have:
-        raise ValueError(f"the tapped forward does not match the parameters: unused leaves {sorted(have - seen)}, "
-                         f"unknown leaves {sorted(seen - have)}; route every parameter through the Tape")
+        raise ValueError(
+            f"the tapped forward does not match the parameters: unused leaves {sorted(have - seen)}, "
+            f"unknown leaves {sorted(seen - have)}; route every parameter through the Tape"
+        )

@@ -27,8 +27,12 @@ __all__ = ["TappedLogits", "tapped_jacobian_rows"]
 PyTree = Any
 
 
-def tapped_jacobian_rows(tapped_fn: Callable[[PyTree, jax.Array, Tape], jax.Array], params: PyTree,
-                         x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+def tapped_jacobian_rows(
+    tapped_fn: Callable[[PyTree, jax.Array, Tape], jax.Array],
+    params: PyTree,
+    x: jax.Array,
+    mask: jax.Array | None = None,
+) -> jax.Array:
     """Rows ``i*K + kappa`` = ``grad_theta -log softmax(f(theta, x_i))_kappa`` raveled as
     ``jax.flatten_util.ravel_pytree(params)``; masked rows zero. Equal to
     :func:`labeldp.denoisers.jacobian_matrix` up to float32 rounding.
@@ -72,8 +76,10 @@ def tapped_jacobian_rows(tapped_fn: Callable[[PyTree, jax.Array, Tape], jax.Arra
         leaves[(*path, "kernel")] = kernel.reshape(n, k, -1)
         if meta.has_bias:
             leaves[(*path, "bias")] = jnp.transpose(jnp.sum(g, axis=2), (1, 0, 2))
-    order = [tuple(str(getattr(kk, "key", getattr(kk, "name", kk))) for kk in kp)
-             for kp, _ in jax.tree_util.tree_leaves_with_path(params)]
+    order = [
+        tuple(str(getattr(kk, "key", getattr(kk, "name", kk))) for kk in kp)
+        for kp, _ in jax.tree_util.tree_leaves_with_path(params)
+    ]
     assert set(order) == param_paths(params)
     rows = jnp.concatenate([leaves[p] for p in order], axis=-1)
     if mask is not None:
@@ -91,8 +97,11 @@ class TappedLogits:
       tapped_fn: its tapped forward ``(params, x, tape) -> logits``.
     """
 
-    def __init__(self, logits_fn: Callable[[PyTree, jax.Array], jax.Array],
-                 tapped_fn: Callable[[PyTree, jax.Array, Tape], jax.Array]):
+    def __init__(
+        self,
+        logits_fn: Callable[[PyTree, jax.Array], jax.Array],
+        tapped_fn: Callable[[PyTree, jax.Array, Tape], jax.Array],
+    ):
         self._logits_fn = logits_fn
         self._tapped_fn = tapped_fn
 

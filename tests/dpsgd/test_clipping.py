@@ -36,8 +36,9 @@ def _image_case(name, padding, unit, rng, b=24, k=3):
 
 
 def _ads_case(truncated, unit, rng, b=24, k=4):
-    model = AdsMLP(hidden=(8, 4), vocab_sizes=(3, 6), embed_dims=(3, 2), sensitive_cat=(True, False),
-                   sensitive_num=(False, True))
+    model = AdsMLP(
+        hidden=(8, 4), vocab_sizes=(3, 6), embed_dims=(3, 2), sensitive_cat=(True, False), sensitive_num=(False, True)
+    )
     lead = (b,) if unit == "example" else (b // k, k)
     xn = jnp.asarray(rng.normal(size=(*lead, 2)).astype(np.float32))
     xc = jnp.asarray(rng.integers(0, 3, (*lead, 2)), jnp.int32)  # small vocabularies: users repeat rows
@@ -88,13 +89,32 @@ def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
     norms = _reference_norms(logits_fn, params, x, y, mask, unit)
     real = np.asarray(mask).reshape(norms.shape[0], -1).sum(1) > 0
     # C below every norm, between the two middle real norms (half clipped, half not), above all
-    mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1: real.sum() // 2 + 1]
+    mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1 : real.sum() // 2 + 1]
     clip_norm = {"tiny": 1e-4, "median": float(mid.mean()), "huge": 1e4}[clip]
-    ref, ref_stats = vmap_clipped_sum(logits_fn=logits_fn, loss_fn=cross_entropy, unit=unit, clip_norm=clip_norm,
-                                      params=params, x=x, y=y, mask=mask, key=jax.random.key(0))
-    fast, stats = jax.jit(lambda p, x, y, m: bookkeeping_clipped_sum(
-        tapped_fn=tapped, loss_fn=cross_entropy, unit=unit, clip_norm=clip_norm, chunk_size=chunk_size,
-        params=p, x=x, y=y, mask=m))(params, x, y, mask)
+    ref, ref_stats = vmap_clipped_sum(
+        logits_fn=logits_fn,
+        loss_fn=cross_entropy,
+        unit=unit,
+        clip_norm=clip_norm,
+        params=params,
+        x=x,
+        y=y,
+        mask=mask,
+        key=jax.random.key(0),
+    )
+    fast, stats = jax.jit(
+        lambda p, x, y, m: bookkeeping_clipped_sum(
+            tapped_fn=tapped,
+            loss_fn=cross_entropy,
+            unit=unit,
+            clip_norm=clip_norm,
+            chunk_size=chunk_size,
+            params=p,
+            x=x,
+            y=y,
+            mask=m,
+        )
+    )(params, x, y, mask)
     _assert_trees_close(ref, fast)
     for key in ("num_examples", "num_units", "num_clipped"):
         assert float(stats[key]) == float(ref_stats[key])
@@ -114,8 +134,19 @@ def test_per_unit_norms_equal_reference_norms(case):
     """norm_sum over a batch of one real unit is that unit's norm, for each unit in turn."""
     logits_fn, tapped, params, x, y, mask = _case(case, "example")
     norms = _reference_norms(logits_fn, params, x, y, jnp.ones_like(mask), "example")
-    fn = jax.jit(lambda m: bookkeeping_clipped_sum(tapped_fn=tapped, loss_fn=cross_entropy, unit="example",
-                                                   clip_norm=1.0, chunk_size=7, params=params, x=x, y=y, mask=m)[1])
+    fn = jax.jit(
+        lambda m: bookkeeping_clipped_sum(
+            tapped_fn=tapped,
+            loss_fn=cross_entropy,
+            unit="example",
+            clip_norm=1.0,
+            chunk_size=7,
+            params=params,
+            x=x,
+            y=y,
+            mask=m,
+        )[1]
+    )
     for i in range(0, norms.shape[0], 5):
         one = jnp.zeros_like(mask).at[i].set(1.0)
         assert float(fn(one)["norm_sum"]) == pytest.approx(float(norms[i]), rel=RTOL)
@@ -125,9 +156,19 @@ def test_masked_rows_contribute_nothing():
     """Changing a padded row's features and label leaves the book-keeping sum unchanged."""
     logits_fn, tapped, params, x, y, mask = _case(("mnist_cnn", "SAME"), "example")
     mask = mask.at[0].set(0.0)
-    run = jax.jit(lambda x, y: bookkeeping_clipped_sum(tapped_fn=tapped, loss_fn=cross_entropy, unit="example",
-                                                       clip_norm=0.5, chunk_size=4, params=params, x=x, y=y,
-                                                       mask=mask))
+    run = jax.jit(
+        lambda x, y: bookkeeping_clipped_sum(
+            tapped_fn=tapped,
+            loss_fn=cross_entropy,
+            unit="example",
+            clip_norm=0.5,
+            chunk_size=4,
+            params=params,
+            x=x,
+            y=y,
+            mask=mask,
+        )
+    )
     a, sa = run(x, y)
     b, sb = run(x.at[0].set(1.0 - x[0]), y.at[0].set((y[0] + 1) % 10))
     for u, v in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
@@ -139,10 +180,28 @@ def test_soft_label_targets():
     """(K,) weight targets (RR-debiased, soft labels) go through the same path."""
     logits_fn, tapped, params, x, y, mask = _case(("mnist_cnn", "SAME"), "example")
     w = jax.nn.one_hot(y, 10) * 0.7 + 0.03
-    ref, _ = vmap_clipped_sum(logits_fn=logits_fn, loss_fn=cross_entropy, unit="example", clip_norm=0.5,
-                              params=params, x=x, y=w, mask=mask, key=jax.random.key(0))
-    fast, _ = bookkeeping_clipped_sum(tapped_fn=tapped, loss_fn=cross_entropy, unit="example", clip_norm=0.5,
-                                      chunk_size=8, params=params, x=x, y=w, mask=mask)
+    ref, _ = vmap_clipped_sum(
+        logits_fn=logits_fn,
+        loss_fn=cross_entropy,
+        unit="example",
+        clip_norm=0.5,
+        params=params,
+        x=x,
+        y=w,
+        mask=mask,
+        key=jax.random.key(0),
+    )
+    fast, _ = bookkeeping_clipped_sum(
+        tapped_fn=tapped,
+        loss_fn=cross_entropy,
+        unit="example",
+        clip_norm=0.5,
+        chunk_size=8,
+        params=params,
+        x=x,
+        y=w,
+        mask=mask,
+    )
     _assert_trees_close(ref, fast)
 
 
@@ -177,8 +236,17 @@ def test_a_parameter_outside_the_tape_is_refused():
 
     x = jnp.zeros((4, 28, 28, 1))
     with pytest.raises(ValueError, match="does not match the parameters"):
-        bookkeeping_clipped_sum(tapped_fn=partial_forward, loss_fn=cross_entropy, unit="example", clip_norm=1.0,
-                                chunk_size=None, params=params, x=x, y=jnp.zeros(4, jnp.int32), mask=jnp.ones(4))
+        bookkeeping_clipped_sum(
+            tapped_fn=partial_forward,
+            loss_fn=cross_entropy,
+            unit="example",
+            clip_norm=1.0,
+            chunk_size=None,
+            params=params,
+            x=x,
+            y=jnp.zeros(4, jnp.int32),
+            mask=jnp.ones(4),
+        )
 
 
 def test_step_with_either_formulation_gives_the_same_update():
@@ -186,9 +254,11 @@ def test_step_with_either_formulation_gives_the_same_update():
     spec = build_model("mnist_cnn", input_shape=(28, 28, 1))
     params = spec.init(jax.random.key(0))
     rng = np.random.default_rng(3)
-    batch = Batch(x=jnp.asarray(rng.random((40, 28, 28, 1), dtype=np.float32)),
-                  y=jnp.asarray(rng.integers(0, 10, 40), jnp.int32),
-                  mask=jnp.asarray((np.arange(40) < 33).astype(np.float32)))
+    batch = Batch(
+        x=jnp.asarray(rng.random((40, 28, 28, 1), dtype=np.float32)),
+        y=jnp.asarray(rng.integers(0, 10, 40), jnp.int32),
+        mask=jnp.asarray((np.arange(40) < 33).astype(np.float32)),
+    )
     cfg = DPSGDConfig(clip_norm=0.5, noise_multiplier=2.0, expected_batch_size=32, pad_to=40)
     out = {}
     for f in ("vmap_grad", "bookkeeping"):

@@ -33,8 +33,16 @@ def test_dpsgd_record_same_with_either_formulation(method):
         if method == "labeldp_pro":
             options.update(denoiser="alt_conv", alt_batch_size=16)
             hp.update(proj_step_size="auto", proj_steps=20, smoothing=1.0)
-        spec = RunSpec(dataset="mnist", method=method, variant="default", epsilon=1.0, delta=1e-5, seed=0,
-                       hparams=hp, options=options)
+        spec = RunSpec(
+            dataset="mnist",
+            method=method,
+            variant="default",
+            epsilon=1.0,
+            delta=1e-5,
+            seed=0,
+            hparams=hp,
+            options=options,
+        )
         out[f] = registry.get_method(method).run(data, spec)
     a, b = out["vmap_grad"], out["bookkeeping"]
     assert a.details["clipping_formulation"] == "vmap_grad" and b.details["clipping_formulation"] == "bookkeeping"
@@ -58,16 +66,20 @@ def test_sgd_step_tapped_equals_model_forward(b):
     spec = build_model("mnist_cnn", input_shape=(28, 28, 1))
     params = spec.init(jax.random.key(0))
     rng = np.random.default_rng(1)
-    batch = Batch(x=jnp.asarray(rng.random((b, 28, 28, 1), dtype=np.float32)),
-                  y=jnp.asarray(rng.integers(0, 10, b), jnp.int32),
-                  mask=jnp.asarray((np.arange(b) < b - 5).astype(np.float32)))
+    batch = Batch(
+        x=jnp.asarray(rng.random((b, 28, 28, 1), dtype=np.float32)),
+        y=jnp.asarray(rng.integers(0, 10, b), jnp.int32),
+        mask=jnp.asarray((np.arange(b) < b - 5).astype(np.float32)),
+    )
     out = {}
     for fwd in ("model", "tapped"):
         step = make_sgd_step(optimizer=optax.sgd(0.5), model=spec, forward=fwd)
         assert step.describe()["sgd_forward"] == fwd
         out[fwd] = step(step.init(params), batch, jax.random.key(2))
     assert float(out["tapped"][1].loss) == pytest.approx(float(out["model"][1].loss), rel=1e-6)
-    for u, v in zip(jax.tree_util.tree_leaves(out["model"][0].params), jax.tree_util.tree_leaves(out["tapped"][0].params)):
+    for u, v in zip(
+        jax.tree_util.tree_leaves(out["model"][0].params), jax.tree_util.tree_leaves(out["tapped"][0].params)
+    ):
         np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-5, atol=1e-6)
 
 
