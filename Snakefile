@@ -1,7 +1,7 @@
 # Label-DP reproduction workflow. Default target: every table and figure (`rule all`).
 #   full (GPUs):  snakemake --profile workflow/profiles/gpu   (--resources gpu_slots=N jobs per GPU)
 #   smoke (CPU):  snakemake --cores 2 --configfile workflow/config/smoke.yaml
-#   one table:    snakemake --cores 2 table5_mnist
+#   one table:    snakemake --cores 2 table5_mnist   (preview its cost first: python -m labeldp.plan_cost table5_mnist)
 import os
 import sys
 
@@ -35,7 +35,14 @@ LOGS = config["logs_dir"]
 DATA = config["data_dir"]
 TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "table"]
 FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
-RUNS = _plan.all_runs(config)
+TABLE_RUNS = _plan.runs_by_table(config)
+RUNS = _plan.all_runs(config, TABLE_RUNS)
+# One training job per sweep (runs sharing all but grid point and seed; labeldp/sweeps.py), at most
+# config `sweep_max_runs` runs each; tables depend on the sweeps' markers.
+from labeldp import sweeps as _sweeps
+
+SWEEPS = _sweeps.plan_sweeps(config, RUNS.values())
+SWEEP_OF_RECORD = _sweeps.sweep_of_record(SWEEPS)
 
 # `--resources gpu_slots=N` (workflow/profiles/gpu): N training/audit jobs share one GPU, each
 # with XLA_PYTHON_CLIENT_MEM_FRACTION = 0.9 / N. Not given: no fraction (CPU; Slurm gres).

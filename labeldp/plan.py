@@ -9,7 +9,9 @@ is reported as "not run" with the reason.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import os
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -78,8 +80,10 @@ def run_id(spec: RunSpec) -> str:
             f"{hp_id(spec.hparams, defaults)}/seed{spec.seed}")
 
 
+@functools.lru_cache(maxsize=None)
 def optional_hyperparameters(method: str) -> Mapping[str, Any]:
-    """A method's ``OPTIONAL_HYPERPARAMETERS`` (``{}`` if it has none or is not implemented)."""
+    """A method's ``OPTIONAL_HYPERPARAMETERS`` (``{}`` if it has none or is not implemented);
+    cached: the planner asks once per run."""
     if not registry.is_implemented(method):
         return {}
     return getattr(registry.get_method(method), "OPTIONAL_HYPERPARAMETERS", {}) or {}
@@ -205,6 +209,8 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     relation = calibration_relation(config, table, column.method)
     relation = None if relation == "add_or_remove" else relation  # the spec's default (RunSpec)
     out = []
+    data_path = prepared_path(config, dataset)
+    results_dir = str(config["results_dir"])
     for hp in grid_points(grid, axes, column):
         for seed in table_seeds(config, table):
             spec = RunSpec(
@@ -221,9 +227,8 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
                 sampling=config.get("sampling", "poisson"),
                 calibration_relation=relation,
             )
-            pr = PlannedRun(spec=spec, record_path="", prepared_path=prepared_path(config, dataset))
-            path = str(Path(config["results_dir"]) / f"{pr.run_id}.json")
-            out.append(dataclasses.replace(pr, record_path=path))
+            path = os.path.join(results_dir, f"{run_id(spec)}.json")
+            out.append(PlannedRun(spec=spec, record_path=path, prepared_path=data_path))
     return out
 
 
@@ -299,11 +304,19 @@ def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
                   ref_method="non_private", ref_variant=None)
 
 
-def all_runs(config: Mapping[str, Any]) -> dict[str, PlannedRun]:
-    """Every planned run of every table, keyed by record path (runs shared by tables once)."""
+def runs_by_table(config: Mapping[str, Any]) -> dict[str, list[PlannedRun]]:
+    """:func:`table_runs` of every table (planned once; the Snakefile keeps it)."""
+    return {table: table_runs(config, table) for table in config["tables"]}
+
+
+def all_runs(config: Mapping[str, Any], by_table: Mapping[str, list[PlannedRun]] | None = None
+             ) -> dict[str, PlannedRun]:
+    """Every planned run of every table, keyed by record path (runs shared by tables once).
+
+    ``by_table``: :func:`runs_by_table`'s result, when the caller has it."""
     out: dict[str, PlannedRun] = {}
-    for table in config["tables"]:
-        for r in table_runs(config, table):
+    for runs in (by_table if by_table is not None else runs_by_table(config)).values():
+        for r in runs:
             out.setdefault(r.record_path, r)
     return out
 

@@ -3,8 +3,9 @@
 Records are keyed by their RunSpec and the prepared file by its dataset, source and subset, so a
 record written (or committed, or copied back from a GPU box) before the prepared file it was
 trained on must still count as done: a fresh clone prepares the data after checking the reports'
-records out. The train rule's data input is ``ancient``; without it Snakemake would plan every
-committed record again ("Updated input files").
+records out. The sweep rule's data input is ``ancient`` once its marker exists, and absent when
+every record of the sweep exists; without that Snakemake would plan every committed record again
+("Updated input files").
 """
 
 from __future__ import annotations
@@ -30,48 +31,70 @@ def _dry_run(workdir: Path) -> subprocess.CompletedProcess:
 
 def _planned(stdout: str) -> dict[str, list[str]]:
     """rule name -> the outputs it would make, from a dry run's job listing."""
-    out: dict[str, list[str]] = {}
+    return {rule: [j["output"] for j in jobs] for rule, jobs in _jobs(stdout).items()}
+
+
+def _jobs(stdout: str) -> dict[str, list[dict[str, str]]]:
+    """rule name -> its planned jobs' ``input`` and ``output`` lines, from a dry run's listing."""
+    out: dict[str, list[dict[str, str]]] = {}
     rule = None
     for line in stdout.splitlines():
         m = re.match(r"^(?:local)?rule (\w+):", line.strip())
         if m:
             rule = m.group(1)
-        elif rule and line.strip().startswith("output:"):
-            out.setdefault(rule, []).extend(p.strip() for p in line.split("output:", 1)[1].split(","))
+            out.setdefault(rule, []).append({"input": "", "output": ""})
+        elif rule and line.strip().startswith(("input:", "output:")):
+            field, value = line.strip().split(":", 1)
+            out[rule][-1][field] = value.strip()
     return out
 
 
+def _sweep_records(marker: str) -> list[str]:
+    """The record paths (relative to the workdir) of the smoke config's sweep with this marker."""
+    from labeldp import plan, sweeps
+    from tests.helpers import repo_config
+
+    cfg = repo_config("smoke.yaml")
+    sw = sweeps.plan_sweeps(cfg, plan.all_runs(cfg).values())
+    return [r.record_path for r in sw[marker].runs]
+
+
+def _write(path: Path, text: str, t: float) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.utime(path, (t, t))
+
+
 def test_records_older_than_the_prepared_data_are_not_redone(tmp_path):
+    """Finished sweeps (marker and records) older than the data are not planned again; a sweep
+    whose records all exist but whose marker is missing only writes its marker (no data input);
+    the sweep with a missing record is trained."""
     first = _dry_run(tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     plan = _planned(first.stdout)
-    records = plan.get("train", [])
-    assert len(records) >= 2, first.stdout[-3000:]
-    # the data side exists: raw manifests first, prepared files after them (as fetch -> prepare)
+    markers = plan.get("sweep", [])
+    assert len(markers) >= 3, first.stdout[-3000:]
     data_outputs = [p for r in ("fetch", "make_standin", "prepare") for p in plan.get(r, [])]
     assert any(p.endswith(".npz") for p in data_outputs)
-    # every record but one is finished, written an hour BEFORE the data was prepared
-    done, missing = records[:-1], records[-1]
     old = time.time() - 3600
-    for rel in done:
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{}")
-        os.utime(path, (old, old))
-    for i, rel in enumerate(data_outputs):
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("x")
-        t = time.time() - 60 + i  # newer than every record; prepared files newer than manifests
-        os.utime(path, (t, t))
+    finished, records_only, missing = markers[:-2], markers[-2], markers[-1]
+    for m in finished:  # marker and every record, an hour BEFORE the data was prepared
+        _write(tmp_path / m, "{}", old)
+        for rec in _sweep_records(m):
+            _write(tmp_path / rec, "{}", old)
+    for rec in _sweep_records(records_only):  # records there, marker missing
+        _write(tmp_path / rec, "{}", old)
+    for i, rel in enumerate(data_outputs):  # newer than every record; prepared files newer than manifests
+        _write(tmp_path / rel, "x", time.time() - 60 + i)
 
     second = _dry_run(tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
-    again = _planned(second.stdout)
-    assert again.get("train", []) == [missing], (
-        "finished records older than the prepared data were planned again: "
-        f"{sorted(set(again.get('train', [])) - {missing})[:3]}")
-    assert not any(r in again for r in ("fetch", "make_standin", "prepare"))
+    again = {j["output"]: j for j in _jobs(second.stdout).get("sweep", [])}
+    assert set(again) == {records_only, missing}, (
+        f"finished sweeps older than the prepared data were planned again: {sorted(set(again) - {records_only, missing})[:3]}")
+    assert again[records_only]["input"] == "", "a sweep with every record needs no data"
+    assert again[missing]["input"].endswith(".npz")
+    assert not any(r in _planned(second.stdout) for r in ("fetch", "make_standin", "prepare"))
 
 
 def test_a_missing_record_is_trained_when_the_data_is_prepared_again(tmp_path):
@@ -80,33 +103,32 @@ def test_a_missing_record_is_trained_when_the_data_is_prepared_again(tmp_path):
     With every input ancient(), Snakemake 9 masks a job behind an upstream job that has to run
     and then skips it, so `snakemake <targets>` re-prepared the data and exited 0 without training
     (it happened when the data mirror was switched). Here the raw manifest is made newer than the
-    prepared file, so prepare must run: the missing record must be planned with it, and the
-    finished ones must not be.
+    prepared file, so prepare must run: the sweep with a missing record must be planned with it,
+    and the finished ones must not be.
     """
     first = _dry_run(tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     plan = _planned(first.stdout)
-    records = plan.get("train", [])
-    assert len(records) >= 2, first.stdout[-3000:]
+    markers = plan.get("sweep", [])
+    assert len(markers) >= 2, first.stdout[-3000:]
     prepared = [p for p in plan.get("prepare", []) if p.endswith(".npz")]
     manifests = [p for r in ("fetch", "make_standin") for p in plan.get(r, [])]
     assert prepared and manifests
-    done, missing = records[:-1], records[-1]
+    done, missing = markers[:-1], markers[-1]
     now = time.time()
-    for rel, t in [*((r, now - 3600) for r in done), *((p, now - 60) for p in prepared),
-                   *((m, now - 30) for m in manifests)]:  # manifests NEWER than the prepared files
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("{}" if rel in done else "x")
-        os.utime(path, (t, t))
+    for m in done:
+        _write(tmp_path / m, "{}", now - 3600)
+        for rec in _sweep_records(m):
+            _write(tmp_path / rec, "{}", now - 3600)
+    for rel, t in [*((p, now - 60) for p in prepared), *((m, now - 30) for m in manifests)]:
+        _write(tmp_path / rel, "x", t)  # manifests NEWER than the prepared files
 
     second = _dry_run(tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     again = _planned(second.stdout)
     assert again.get("prepare"), "the test's premise: prepare has to run again"
-    assert missing in again.get("train", []), "the missing record was dropped from the run"
-    assert again.get("train", []) == [missing], "finished records were planned again"
-
+    assert missing in again.get("sweep", []), "the sweep with a missing record was dropped from the run"
+    assert again.get("sweep", []) == [missing], "finished sweeps were planned again"
 
 def test_switching_the_data_mirror_does_not_fetch_again(tmp_path, mirror):
     """Where the raw bytes come from is not a rerun trigger: they are checked against pinned

@@ -11,7 +11,9 @@ def _table_inputs(wc):
     # N of M planned runs missing"); used for partial CPU/GPU reports. Rebuild with --forcerun table figure.
     if config.get("aggregate_existing_only"):
         return []
-    return [r.record_path for r in _plan.table_runs(config, wc.table)]
+    # the markers of the sweeps that hold the table's runs (a sweep writes its marker when every
+    # one of its runs has a record)
+    return sorted({SWEEP_OF_RECORD[r.record_path] for r in TABLE_RUNS[wc.table]})
 
 
 def _paper(wc):

@@ -1,6 +1,50 @@
-# Train: one job per planned run (dataset x method x variant x eps x grid point x seed), each
-# writing one JSON result record (labeldp/records.py). Finished records are never redone.
+# Train. `sweep`: one job per sweep (the planned runs that share all but grid point and seed, at
+# most `sweep_max_runs` of them; labeldp/sweeps.py), one process that loads the data once and writes
+# one JSON record per run (labeldp/records.py) as each finishes; its output is a marker written when
+# every run has its record, so a failed job keeps its finished records and a rerun trains the rest.
+# `train`: one record on its own (`snakemake <record path>`), the same code. Finished records are
+# never redone.
 import json as _json
+
+
+def _sweep(wc):
+    path = f"{RESULTS}/.sweeps/{wc.sweep}.json"
+    if path not in SWEEPS:
+        raise WorkflowError(f"{path} is not a planned sweep of this config (see labeldp/sweeps.py)")
+    return SWEEPS[path]
+
+
+def _sweep_data(wc):
+    """The prepared data of a sweep with runs to train; none when every record exists (the job
+    then only writes its marker), ancient() once the marker exists (see _train_data)."""
+    sw = _sweep(wc)
+    if all(os.path.exists(r.record_path) for r in sw.runs):
+        return []
+    return ancient(sw.prepared_path) if os.path.exists(sw.marker_path) else sw.prepared_path
+
+
+rule sweep:
+    input:
+        data=_sweep_data,
+    output:
+        f"{RESULTS}/.sweeps/{{sweep}}.json",
+    wildcard_constraints:
+        sweep="[^/]+/[^/]+/[^/]+/eps[^/]+/sweep-[0-9a-f]+",
+    log:
+        f"{LOGS}/sweeps/{{sweep}}.log",
+    params:
+        sweep=lambda wc: _json.dumps(_sweep(wc).to_dict()),
+        data=lambda wc, input: f"--data {input.data}" if input.data else "",
+        wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
+                                    "sampling": config["sampling"], "delta": config["delta"]}),
+    threads: config.get("threads_per_job", 1)
+    resources:
+        gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.sweep_runner --sweep {params.sweep:q} "
+        "{params.data} --marker {output} --workflow-config {params.wf:q} > {log} 2>&1"
 
 
 def _run(wc):

@@ -1,0 +1,154 @@
+"""Sweeps (labeldp.sweeps, labeldp.sweep_runner): planning, and records equal to single runs,
+kept across a kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from labeldp import plan, sweeps
+from labeldp.methods.base import RunSpec
+from tests.helpers import REPO, repo_config
+
+
+def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
+    cfg = repo_config("smoke.yaml", sweep_max_runs=2)
+    runs = plan.all_runs(cfg)
+    sw = sweeps.plan_sweeps(cfg, runs.values())
+    members = [r for s in sw.values() for r in s.runs]
+    assert sorted(r.record_path for r in members) == sorted(runs)  # every run once
+    for s in sw.values():
+        assert 1 <= len(s.runs) <= 2
+        first = s.runs[0].spec
+        for r in s.runs:
+            d, f = r.spec.to_dict(), first.to_dict()
+            for k in ("dataset", "method", "variant", "epsilon", "delta", "options", "sampling"):
+                assert d.get(k) == f.get(k)
+            assert r.prepared_path == s.prepared_path
+        assert s.marker_path == os.path.join(cfg["results_dir"], ".sweeps", f"{s.id}.json")
+    # the same config plans the same ids; a bigger cap plans fewer, larger jobs
+    assert list(sweeps.plan_sweeps(cfg, runs.values())) == list(sw)
+    big = sweeps.plan_sweeps({**cfg, "sweep_max_runs": 1000}, runs.values())
+    assert len(big) < len(sw)
+
+
+def test_payload_round_trip():
+    cfg = repo_config("smoke.yaml")
+    sw = next(iter(sweeps.plan_sweeps(cfg, plan.all_runs(cfg).values()).values()))
+    pairs = sweeps.Sweep.specs_from_dict(json.loads(json.dumps(sw.to_dict())))
+    assert [(s, p) for s, p in pairs] == [(r.spec, r.record_path) for r in sw.runs]
+
+
+def test_bad_cap_is_refused():
+    with pytest.raises(ValueError, match="sweep_max_runs"):
+        sweeps.max_runs({"sweep_max_runs": -1})
+
+
+def test_full_reproduction_is_a_few_thousand_jobs():
+    """The papers' protocol (606k runs) plans at most 10,000 jobs."""
+    cfg = repo_config()
+    runs = plan.all_runs(cfg)
+    assert len(runs) > 100_000
+    assert len(sweeps.plan_sweeps(cfg, runs.values())) <= 10_000
+
+
+# ---------------------------------------------------------------------------------- execution
+
+
+def _prepared(path: Path, n_train=192, n_test=64) -> Path:
+    rng = np.random.default_rng(0)
+    meta = {"num_classes": 10, "dataset": "mnist", "source": "synthetic_standin", "subset": None, "kind": "image"}
+    np.savez(path, x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
+             y_train=rng.integers(0, 10, n_train), x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
+             y_test=rng.integers(0, 10, n_test), metadata=np.asarray(json.dumps(meta)))
+    return path
+
+
+def _payload(tmp_path: Path, lrs=(0.1, 0.3), seeds=(0, 1)) -> dict:
+    runs = []
+    for lr in lrs:
+        for seed in seeds:
+            spec = RunSpec(dataset="mnist", method="dpsgd", variant="default", epsilon=1.0, delta=1e-5, seed=seed,
+                           hparams=dict(learning_rate=lr, epochs=1, batch_size=64, clip_norm=1.0), profile="smoke")
+            runs.append((spec, str(tmp_path / "results" / f"{plan.run_id(spec)}.json")))
+    common = {k: v for k, v in runs[0][0].to_dict().items() if k not in ("hparams", "seed")}
+    return {"id": "mnist/dpsgd/default/eps1.0/sweep-test", "common": common,
+            "runs": [[dict(s.hparams), s.seed, p] for s, p in runs]}
+
+
+def _stable(record: dict) -> dict:
+    """A record without the fields that differ between two executions of the same run."""
+    return {k: v for k, v in record.items() if k not in ("timings", "environment", "created")}
+
+
+def test_a_sweep_writes_the_records_of_single_runs(tmp_path):
+    from labeldp import runner
+    from labeldp.sweep_runner import run_sweep
+
+    data = _prepared(tmp_path / "mnist.npz")
+    payload = _payload(tmp_path)
+    marker = tmp_path / "marker.json"
+    assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 0
+    assert json.loads(marker.read_text())["records"] == [p for _, _, p in payload["runs"]]
+    for (spec, path) in sweeps.Sweep.specs_from_dict(payload):
+        single = tmp_path / "single" / Path(path).name
+        runner.main(["--spec", json.dumps(spec.to_dict()), "--data", str(data), "--out", str(single)])
+        a, b = json.loads(Path(path).read_text()), json.loads(single.read_text())
+        assert _stable(a) == _stable(b)  # metrics, eps, sigma, steps: identical on CPU
+        assert a["timings"]["sweep"]["id"] == payload["id"]
+    # rerun: nothing to train, the data is not even needed
+    assert run_sweep(payload, data_path=None, marker=str(marker), log=lambda m: None) == 0
+
+
+def test_a_failed_run_leaves_no_marker_and_the_rest_is_trained(tmp_path, monkeypatch):
+    from labeldp import sweep_runner
+    from labeldp.sweep_runner import run_sweep
+
+    data = _prepared(tmp_path / "mnist.npz")
+    payload = _payload(tmp_path, lrs=(0.1,), seeds=(0, 1, 2))
+    real = sweep_runner.run_and_record
+    monkeypatch.setattr(sweep_runner, "run_and_record",
+                        lambda spec, data, config=None: (_ for _ in ()).throw(RuntimeError("boom")) if spec.seed == 1
+                        else real(spec, data, config=config))
+    marker = tmp_path / "marker.json"
+    assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 1
+    assert not marker.exists()
+    paths = [p for _, _, p in payload["runs"]]
+    assert [os.path.exists(p) for p in paths] == [True, False, True]
+    monkeypatch.setattr(sweep_runner, "run_and_record", real)
+    assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 0
+    assert all(os.path.exists(p) for p in paths) and marker.exists()
+
+
+def test_a_killed_sweep_keeps_its_records_and_a_rerun_trains_only_the_rest(tmp_path):
+    data = _prepared(tmp_path / "mnist.npz")
+    payload = _payload(tmp_path, lrs=(0.1, 0.2, 0.3), seeds=(0, 1))
+    paths = [p for _, _, p in payload["runs"]]
+    marker = tmp_path / "marker.json"
+    cmd = [sys.executable, "-m", "labeldp.sweep_runner", "--sweep", json.dumps(payload), "--data", str(data),
+           "--marker", str(marker)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and not os.path.exists(paths[1]):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = {p: Path(p).read_bytes() for p in paths if os.path.exists(p)}
+    assert len(kept) >= 2 and len(kept) < len(paths), "the kill did not land mid-sweep"
+    assert not marker.exists()
+    leftovers = [f for f in (tmp_path / "results").rglob("*") if f.is_file() and not f.name.endswith(".json")]
+    assert not leftovers, f"half-written files: {leftovers}"
+    done = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"{len(kept)} with a record, {len(paths) - len(kept)} to train" in done.stdout
+    assert all(Path(p).read_bytes() == b for p, b in kept.items())  # finished records untouched
+    assert all(os.path.exists(p) for p in paths) and marker.exists()
