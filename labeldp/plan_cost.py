@@ -1,0 +1,141 @@
+"""The cost of a target before any job runs: runs, jobs and estimated hours (issue 28).
+
+Usage::
+
+    python -m labeldp.plan_cost table5_mnist                        # the full config's Table 5a
+    python -m labeldp.plan_cost --configfile workflow/config/quick.yaml all
+
+For each target (a table or figure name, or ``all``) it prints the planned runs, how many already
+have a record, the sweep jobs (:mod:`labeldp.sweeps`), and estimated hours on this kind of 2-core
+CPU and on one GPU, from per-step costs measured by the benchmarks and stored as data in
+``workflow/resources/run_costs.yaml`` (each figure names its benchmark). Rough by design: steps are
+``epochs x train units / batch size`` per run, a LabelDP-Pro step costs what the benchmarks
+measured at the nearest alternative batch size n2, and fixed costs per run and per job are added.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from labeldp import feature_datasets, plan, sweeps
+from labeldp.config import load_config
+from labeldp.models import MODEL_FOR_DATASET
+
+REPO = Path(__file__).resolve().parents[1]
+COSTS = REPO / "workflow/resources/run_costs.yaml"
+
+_LABELDP_PRO = {"labeldp_pro"}
+_DPSGD = {"dpsgd", "dpsgd_opacus", "hybrid", "hybrid_user_level", "hybrid_rr_baseline", "hybrid_dpsgd_baseline"}
+
+
+def load_costs(path: str | Path = COSTS) -> dict[str, Any]:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def _model(dataset: str) -> str:
+    if feature_datasets.features_base(dataset, plan.DATASET_KINDS):
+        return "linear"
+    if dataset in MODEL_FOR_DATASET:
+        return MODEL_FOR_DATASET[dataset]
+    return "mlp"  # tabular: the ads and regression MLPs
+
+
+def _train_units(config: Mapping[str, Any], dataset: str, costs: Mapping[str, Any]) -> int:
+    base = feature_datasets.features_base(dataset, plan.DATASET_KINDS) or dataset
+    dcfg = plan.dataset_cfg(config, base)
+    if dcfg.get("subset"):
+        return int(dcfg["subset"])
+    if dcfg.get("standin"):
+        return int(costs["standin_train_units"])
+    return int(costs["train_units"].get(base, costs["train_units"].get(dataset, 60000)))
+
+
+def step_seconds(spec, *, device: str, costs: Mapping[str, Any]) -> float:
+    """Estimated seconds of one training step of ``spec`` on ``device`` (``cpu`` or ``gpu``)."""
+    table = costs["seconds_per_step"][device][_model(spec.dataset)]
+    batch = int(spec.hparams.get("batch_size", 1024))
+    if spec.method in _LABELDP_PRO:
+        n2 = int(spec.options.get("alt_batch_size") or batch)
+        sizes = sorted(int(k) for k in table["labeldp_pro"])
+        per = float(table["labeldp_pro"][sizes[min(bisect.bisect_left(sizes, n2), len(sizes) - 1)]])
+    else:
+        per = float(table["dpsgd" if spec.method in _DPSGD else "sgd"])
+    return per * (batch / 1024 if device == "cpu" else 1.0)
+
+
+def run_seconds(run, *, config: Mapping[str, Any], device: str, costs: Mapping[str, Any]) -> float:
+    spec = run.spec
+    batch = int(spec.hparams.get("batch_size", 1024))
+    steps = math.ceil(float(spec.hparams.get("epochs", 1)) * _train_units(config, spec.dataset, costs) / batch)
+    return steps * step_seconds(spec, device=device, costs=costs) + float(costs["seconds_per_run"][device])
+
+
+def estimate(config: Mapping[str, Any], targets: Sequence[str], *, costs: Mapping[str, Any] | None = None,
+             exists=None) -> dict[str, Any]:
+    """Runs, finished runs, jobs and estimated hours of ``targets`` (tables / figures, or ``all``).
+
+    Args:
+      config: the workflow config. targets: table or figure names, or ``all``.
+      costs: :func:`load_costs`'s data. exists: ``path -> bool`` (default: on disk).
+
+    Raises:
+      plan.ConfigError: an unknown target.
+    """
+    import os
+
+    costs = costs or load_costs()
+    exists = exists or os.path.exists
+    tables = list(config["tables"]) if "all" in targets else list(targets)
+    runs = plan.select_runs(config, tables)
+    all_sweeps = sweeps.plan_sweeps(config, plan.all_runs(config).values())
+    of_record = sweeps.sweep_of_record(all_sweeps)
+    pending = [r for r in runs if not exists(r.record_path)]
+    jobs = {of_record[r.record_path] for r in pending}
+    out = {"targets": tables, "runs": len(runs), "with_record": len(runs) - len(pending), "pending": len(pending),
+           "jobs": len(jobs), "hours": {}}
+    for device in ("cpu", "gpu"):
+        secs = sum(run_seconds(r, config=config, device=device, costs=costs) for r in pending)
+        secs += len(jobs) * float(costs["seconds_per_job"][device])
+        out["hours"][device] = secs / 3600.0
+    return out
+
+
+def render(est: Mapping[str, Any], *, cores: int = 2) -> str:
+    cpu_h, gpu_h = est["hours"]["cpu"], est["hours"]["gpu"]
+    lines = [f"targets: {', '.join(est['targets'])}",
+             f"planned runs: {est['runs']:,} ({est['with_record']:,} have a record, {est['pending']:,} to train) "
+             f"in {est['jobs']:,} sweep jobs",
+             f"estimated: {cpu_h:,.1f} h on a {cores}-core CPU like this one ({cpu_h / 24:,.1f} days; one job at a "
+             f"time), {gpu_h:,.1f} h on one GPU (workflow/resources/run_costs.yaml; rough)"]
+    if cpu_h > 24:
+        lines.append("that is more than a day here: use the quick profile (snakemake --profile workflow/profiles/quick),"
+                     " a GPU (workflow/profiles/gpu) or a cluster (workflow/profiles/slurm; sweep_max_runs sets the "
+                     "runs per job), or restrict the grid in a config of your own")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("targets", nargs="+", help="table or figure names, or 'all'")
+    p.add_argument("--configfile", action="append", default=[],
+                   help="configs merged over workflow/config/config.yaml, as Snakemake's --configfile")
+    a = p.parse_args(argv)
+    config = load_config(REPO / "workflow/config/config.yaml", *a.configfile)
+    try:
+        est = estimate(config, a.targets)
+    except plan.ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(render(est))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""The cost preview (labeldp.plan_cost): counts, pending runs, jobs, and hours that follow the plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from labeldp import plan, plan_cost
+from tests.helpers import repo_config
+
+
+def test_counts_runs_records_and_jobs():
+    cfg = repo_config("smoke.yaml")
+    runs = plan.select_runs(cfg, ["table15"])
+    done = {r.record_path for r in runs[: len(runs) // 2]}
+    est = plan_cost.estimate(cfg, ["table15"], exists=lambda p: p in done)
+    assert est["runs"] == len(runs) and est["with_record"] == len(done) and est["pending"] == len(runs) - len(done)
+    assert 1 <= est["jobs"] <= est["pending"]
+    none_left = plan_cost.estimate(cfg, ["table15"], exists=lambda p: True)
+    assert none_left["pending"] == 0 and none_left["jobs"] == 0 and none_left["hours"]["cpu"] == 0
+
+
+def test_hours_grow_with_the_work():
+    cfg = repo_config("smoke.yaml")
+    costs = plan_cost.load_costs()
+    run = plan.select_runs(cfg, ["table15"], methods=["dpsgd"])[0]
+    longer = plan.PlannedRun(spec=type(run.spec)(**{**run.spec.__dict__,
+                                                    "hparams": {**run.spec.hparams, "epochs": 10 * run.spec.hparams["epochs"]}}),
+                             record_path="x", prepared_path=run.prepared_path)
+    for device in ("cpu", "gpu"):
+        assert plan_cost.run_seconds(longer, config=cfg, device=device, costs=costs) > plan_cost.run_seconds(
+            run, config=cfg, device=device, costs=costs)
+
+
+def test_a_full_table_points_the_user_elsewhere():
+    cfg = repo_config()
+    est = plan_cost.estimate(cfg, ["table14"], exists=lambda p: False)
+    assert est["runs"] > 10_000 and est["hours"]["cpu"] > 24
+    assert "quick profile" in plan_cost.render(est)
+
+
+def test_unknown_target_is_refused():
+    with pytest.raises(plan.ConfigError, match="unknown table"):
+        plan_cost.estimate(repo_config("smoke.yaml"), ["table99"], exists=lambda p: False)
