@@ -184,23 +184,16 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
         cfg, model = _build_model(data, np.array([0.5]))  # bias 0: no unaccounted label statistic
         denoiser, n2 = (None, 0) if method == "dpsgd" else _user_denoiser(spec, k)
         res = train_user_level(model, x_num=x_num, x_cat=x_cat, y=y, config=config,
-                               clip_norm=float(hp["clip_norm"]), noise_multiplier=run_acc.noise_multiplier,
-                               seed=spec.seed, sampling=spec.sampling, denoiser=denoiser,
+                               clip_norm=float(hp["clip_norm"]), plan=run_acc, seed=spec.seed, denoiser=denoiser,
                                alt_batch_users=min(n2, users))
         if denoiser is not None:
             details.update(denoiser=denoiser.name, alt_batch_users=min(n2, users),
                            projection="k x the per-example soft-label set of the alternative batch's rows, raw vertices")
-        if res.steps != run_acc.steps and not res.diverged:
-            raise RuntimeError(f"ran {res.steps} steps but the accountant was asked for {run_acc.steps}")
-        valid = spec.sampling == "poisson"
-        privacy = PrivacyOutcome(
-            epsilon=float(acc.epsilon), delta=float(acc.delta), valid=valid,
-            invalid_reason=None if valid else "shuffled batches accounted as Poisson sampling (an approximation)",
+        privacy = run_acc.privacy_outcome(
             mechanism=f"{method} with per-user gradients (k = {k} examples summed, clipped as one unit), Poisson "
                       "sampling over users, Gaussian noise" + ("" if method == "dpsgd" else
                                                                ", AltConv projection over users"),
-            accounting=acc.to_dict(), neighboring_relation=acc.neighboring_relation,
-            epsilon_by_relation=dict(acc.epsilon_by_relation), privacy_unit="user")
+            privacy_unit="user")
         details.update(noise_multiplier=run_acc.noise_multiplier, sampling_rate=run_acc.sampling_rate,
                        steps=run_acc.steps, accounting_seconds=run_acc.seconds, **res.details)
     else:

@@ -21,8 +21,8 @@ import numpy as np
 import optax
 
 from labeldp.ads.model import AdsMLP, two_class_logits
-from labeldp.dpsgd import (Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step, num_steps, poisson_batches,
-                           sample_alt_batch)
+from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step, sample_alt_batch
+from labeldp.dpsgd.training_plan import DPTrainingPlan
 
 __all__ = ["AdsTrainConfig", "AdsTrainResult", "init_params", "train_on_labels", "train_user_level",
            "predict_proba"]
@@ -106,33 +106,32 @@ def train_on_labels(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: n
 
 
 def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray,
-                     config: AdsTrainConfig, clip_norm: float, noise_multiplier: float, seed: int,
-                     denoiser=None, alt_batch_users: int = 0, sampling: str = "poisson") -> AdsTrainResult:
+                     config: AdsTrainConfig, clip_norm: float, plan: DPTrainingPlan, seed: int,
+                     denoiser=None, alt_batch_users: int = 0) -> AdsTrainResult:
     """DP-SGD (or LabelDP-Pro with ``denoiser``) with per-user gradients.
 
     Args:
       model: the network.
       x_num: ``(U, k, d_num)``; x_cat: ``(U, k, d_cat)``; y: ``(U, k)``: every user's k examples
         (:func:`labeldp.data.criteo_attribution.cap_examples_per_user` makes them).
-      config: ``batch_size`` is the EXPECTED number of users per step (Poisson rate n1 / U);
-        steps = floor(epochs U / n1) (:func:`labeldp.dpsgd.num_steps`, as the accountant assumes).
-      clip_norm: C. noise_multiplier: sigma, calibrated by the caller's accountant for exactly
-        this sampling rate and step count.
+      config: ``learning_rate`` (RMSprop); the batch size and epochs are the plan's.
+      clip_norm: C.
+      plan: the run's :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan` over the U users: its
+        sampler, steps and sigma (the loop draws exactly ``plan.steps`` batches unless the loss
+        diverges).
       seed: initialisation, batch sampling and noise seed.
       denoiser: a :class:`labeldp.denoisers.Denoiser` (None: NoOp, i.e. DP-SGD).
       alt_batch_users: users in LabelDP-Pro's alternative batch (AltConv); 0 for none.
-      sampling: ``"poisson"`` (what the accountant assumes).
 
     Returns:
       An :class:`AdsTrainResult` with the mean clipped fraction in ``details``.
     """
     users, k = int(y.shape[0]), int(y.shape[1])
-    n1 = int(config.batch_size)
-    if n1 > users:
-        raise ValueError(f"batch_size {n1} (users per step) exceeds the {users} training users; lower it in the grid")
-    steps_total = num_steps(n=users, expected_batch_size=n1, epochs=int(config.epochs))
-    dp_config = DPSGDConfig(clip_norm=float(clip_norm), noise_multiplier=float(noise_multiplier),
-                            expected_batch_size=n1, sampling=sampling, unit="user")
+    if plan.n != users:
+        raise ValueError(f"the plan is for {plan.n} users, the data has {users}")
+    n1 = plan.expected_batch_size
+    dp_config = DPSGDConfig(clip_norm=float(clip_norm), noise_multiplier=plan.noise_multiplier,
+                            expected_batch_size=n1, sampling=plan.sampling, unit="user")
     logits = two_class_logits(model)
     step = make_dpsgd_step(optimizer=optax.rmsprop(config.learning_rate), config=dp_config, logits_fn=logits,
                            projection_logits_fn=None if denoiser is None else logits,  # carries column_norms
@@ -143,8 +142,7 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
     y_int = np.asarray(y, dtype=np.int32)
     t0 = time.perf_counter()
     losses, clipped, steps, diverged = [], [], 0, False
-    for idx, mask in poisson_batches(users, sampling_rate=n1 / users, rng=np.random.default_rng([seed, 1]),
-                                     pad_to=step.pad_to, num_batches=steps_total):
+    for idx, mask in plan.batches(rng=np.random.default_rng([seed, 1]), pad_to=step.pad_to):
         x_alt = None
         if alt_batch_users:
             alt = sample_alt_batch(users, size=alt_batch_users, rng=alt_rng)

@@ -13,13 +13,12 @@ as is common practice; the record marks that approximation as not a valid guaran
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
 import numpy as np
 
-from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+from labeldp.methods.base import MethodResult, RunSpec
 
 
 BATCH_STREAM = 1
@@ -27,52 +26,21 @@ BATCH_STREAM = 1
 (shared with ``baselines.dpsgd_opacus`` so both draw the same Poisson batches)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class RunAccounting:
-    """What the accountant was asked and answered for one DP-SGD run, before it trains.
-
-    Attributes:
-      n: training units; expected_batch_size: n1; sampling_rate: ``q = n1 / n``;
-      steps: ``floor(epochs * n / n1)``; accounting: the :func:`labeldp.accounting.account_dpsgd`
-      record (noise multiplier calibrated to the target, achieved eps and delta); seconds: its cost.
-    """
-
-    n: int
-    expected_batch_size: int
-    sampling_rate: float
-    steps: int
-    accounting: Any
-    seconds: float
-
-    @property
-    def noise_multiplier(self) -> float:
-        return float(self.accounting.noise_multiplier)
-
-
-def account_run(spec: RunSpec, *, n: int, amplification: bool = True) -> RunAccounting:
-    """Calibrates sigma for exactly the run ``spec`` describes on ``n`` training units.
-
-    The target epsilon is met under ``spec.calibration_relation`` (None: ``add_or_remove``, the
-    papers' convention); the record states the run's epsilon under every relation.
+def account_run(spec: RunSpec, *, n: int, amplification: bool = True):
+    """The :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan` of exactly the run ``spec``
+    describes on ``n`` training units: sigma calibrated so the target epsilon is met under
+    ``spec.calibration_relation`` (None: ``add_or_remove``, the papers' convention); the record
+    states the run's epsilon under every relation.
 
     Raises:
       ValueError: the batch is larger than the data, or the run has less than one step.
     """
-    from labeldp import accounting
-    from labeldp.dpsgd import num_steps
+    from labeldp.dpsgd.training_plan import make_training_plan  # JAX-free planning imports this module
 
-    n1, epochs = int(spec.hparams["batch_size"]), int(spec.hparams["epochs"])
-    if n1 > n:
-        raise ValueError(f"batch_size {n1} exceeds the training set size {n}; lower it in the grid")
-    steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
-    if steps < 1:
-        raise ValueError(f"{epochs} epochs of batch {n1} over {n} examples is less than one step")
-    t0 = time.perf_counter()
-    acc = accounting.account_dpsgd(target_epsilon=spec.epsilon, target_delta=spec.delta, sampling_rate=n1 / n,
-                                   steps=steps, amplification=amplification, accountant=spec.accountant,
-                                   neighboring_relation=spec.calibration_relation or accounting.DEFAULT_RELATION)
-    return RunAccounting(n=n, expected_batch_size=n1, sampling_rate=n1 / n, steps=steps, accounting=acc,
-                         seconds=time.perf_counter() - t0)
+    return make_training_plan(target_epsilon=spec.epsilon, target_delta=spec.delta, n=n,
+                              expected_batch_size=int(spec.hparams["batch_size"]), epochs=int(spec.hparams["epochs"]),
+                              sampling=spec.sampling, amplification=amplification, accountant=spec.accountant,
+                              neighboring_relation=spec.calibration_relation)
 
 
 def _projection_summary(diag: dict[str, list]) -> dict[str, Any]:
@@ -128,7 +96,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     import optax
     from tqdm.auto import tqdm
 
-    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch, shuffled_batches
+    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, sample_alt_batch
     from labeldp.methods.common import build_model_for
     from labeldp.training import accuracy_pct, audit_log_probs, to_float_images
 
@@ -143,19 +111,14 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     amplification_requested = bool(spec.options.get("amplification", True))
     breaks = bool(denoiser.breaks_amplification)
     amplification = amplification_requested
-    valid, reasons = True, []
+    reasons = []
     if breaks and amplification_requested:
-        valid = False
         reasons.append(f"amplification by subsampling claimed for the {denoiser.name} denoiser, whose projection "
                        "depends on which examples were sampled (000 Section 3.4): reference only, not private")
-    if spec.sampling == "shuffle":
-        valid = False
-        reasons.append("shuffled fixed-size batches accounted as Poisson subsampling (an approximation, "
-                       "not a proof)")
-    run_acc = account_run(spec, n=n, amplification=amplification)
-    acc, q, steps = run_acc.accounting, run_acc.sampling_rate, run_acc.steps
-    accounting_seconds = run_acc.seconds
-    sigma = run_acc.noise_multiplier
+    run_plan = account_run(spec, n=n, amplification=amplification)
+    q, steps = run_plan.sampling_rate, run_plan.steps
+    accounting_seconds = run_plan.seconds
+    sigma = run_plan.noise_multiplier
 
     model = build_model_for(data)
     cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1, sampling=spec.sampling)
@@ -166,10 +129,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     batch_rng = np.random.default_rng([spec.seed, BATCH_STREAM])
     alt_rng = np.random.default_rng([spec.seed, 2])
     n2 = int(spec.options.get("alt_batch_size") or n1)
-    if spec.sampling == "poisson":
-        batches = poisson_batches(n, sampling_rate=q, rng=batch_rng, pad_to=cfg.padded_batch_size, num_batches=steps)
-    else:
-        batches = shuffled_batches(n, batch_size=n1, rng=batch_rng, num_batches=steps)
+    batches = run_plan.batches(rng=batch_rng, pad_to=cfg.padded_batch_size)
     x_dev, y_dev = jnp.asarray(x_train), jnp.asarray(y_train)
     projection_solver = denoiser.projection_solver(  # for the batch the denoiser projects onto
         rows=min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1),
@@ -201,17 +161,10 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         "final_train_loss": losses[-1] if losses else float("nan"),
         "steps": steps,
     }
-    privacy = PrivacyOutcome(
-        epsilon=float(acc.epsilon),
-        delta=float(acc.delta),
-        valid=valid,
-        invalid_reason="; ".join(reasons) or None,
+    privacy = run_plan.privacy_outcome(
         mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
                   f"denoiser {denoiser.name}{', no amplification' if not amplification else ''})",
-        accounting=acc.to_dict(),
-        neighboring_relation=acc.neighboring_relation,
-        epsilon_by_relation=dict(acc.epsilon_by_relation),
-    )
+        reasons=tuple(reasons))
     return MethodResult(
         metrics=metrics,
         privacy=privacy,

@@ -77,13 +77,23 @@ def test_a_users_gradient_is_the_sum_over_its_examples_clipped_as_one_unit():
     assert float(stats["num_units"]) == users and float(stats["num_clipped"]) == users
 
 
+def _noiseless_plan(*, users, n1, steps):
+    """A plan with sigma 0 (no privacy: a test double of the accountant's record)."""
+    import types
+
+    from labeldp.dpsgd.training_plan import DPTrainingPlan
+
+    return DPTrainingPlan(n=users, expected_batch_size=n1, sampling="poisson", steps=steps, amplification=True,
+                          accounting=types.SimpleNamespace(noise_multiplier=0.0), seconds=0.0)
+
+
 def test_user_level_dpsgd_runs_the_accounted_number_of_steps_and_learns_without_noise():
     x_num, x_cat, y = _data(3000)
     users, k = 1000, 3
     model = _model()
     res = train_user_level(model, x_num=x_num.reshape(users, k, 1), x_cat=x_cat.reshape(users, k, 2),
                            y=y.reshape(users, k), config=AdsTrainConfig(learning_rate=1e-2, epochs=2, batch_size=100),
-                           clip_norm=10.0, noise_multiplier=0.0, seed=0)
+                           clip_norm=10.0, plan=_noiseless_plan(users=users, n1=100, steps=20), seed=0)
     assert res.steps == 20 and not res.diverged
     xt_num, xt_cat, yt = _data(1000, seed=5)
     assert roc_auc_score(yt, predict_proba(model, res.params, xt_num, xt_cat)) > 0.7

@@ -265,4 +265,4 @@ def test_row_labeldp_pro():
 
     assert isinstance(no_amp.event, dp_accounting.GaussianDpEvent)  # no PoissonSampledDpEvent
     src = inspect.getsource(__import__("labeldp.methods.private_training", fromlist=["x"]).train_private)
-    assert "if breaks and amplification_requested" in src and "valid = False" in src
+    assert "if breaks and amplification_requested" in src and "reasons=tuple(reasons)" in src
