@@ -305,9 +305,10 @@ def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
 
 def record_paths(results_dir: str | os.PathLike) -> list[Path]:
     """Every run record under a results directory, sorted: its ``*.json`` files except those of the
-    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), which are not runs."""
+    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``) and the sweeps'
+    markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`), which are not runs."""
     root = Path(results_dir)
-    return sorted(p for p in root.rglob("*.json") if "ssl" not in p.relative_to(root).parts[:1])
+    return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in ("ssl", ".sweeps"))
 
 
 def read_record(path: str | os.PathLike) -> dict[str, Any]:

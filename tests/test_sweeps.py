@@ -152,3 +152,13 @@ def test_a_killed_sweep_keeps_its_records_and_a_rerun_trains_only_the_rest(tmp_p
     assert f"{len(kept)} with a record, {len(paths) - len(kept)} to train" in done.stdout
     assert all(Path(p).read_bytes() == b for p, b in kept.items())  # finished records untouched
     assert all(os.path.exists(p) for p in paths) and marker.exists()
+
+
+def test_markers_are_not_run_records(tmp_path):
+    from labeldp import records
+
+    (tmp_path / ".sweeps/mnist").mkdir(parents=True)
+    (tmp_path / ".sweeps/mnist/sweep-x.json").write_text("{}")
+    (tmp_path / "mnist/dpsgd").mkdir(parents=True)
+    (tmp_path / "mnist/dpsgd/seed0.json").write_text("{}")
+    assert records.record_paths(tmp_path) == [tmp_path / "mnist/dpsgd/seed0.json"]

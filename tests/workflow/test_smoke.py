@@ -78,7 +78,7 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     first = None
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
-        recs = sorted(r for r in (work / "results/smoke").rglob("*.json") if "ssl" not in r.relative_to(work).parts) \
+        recs = sorted(r for r in (work / "results/smoke").rglob("*.json") if not {"ssl", ".sweeps"} & set(r.relative_to(work).parts)) \
             if (work / "results/smoke").exists() else []
         # a record counts as a finished job once Snakemake has also cleared its incomplete
         # marker (the runner writes the file just before its process exits)
@@ -171,9 +171,12 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     assert (rep / "audit/audit.passed").exists() and "Label-canary privacy audit" in (rep / "audit/audit.md").read_text()
 
     # 3. the records are complete and honest
-    # run records (the SimCLR pre-training's own files under results/smoke/ssl are not run records)
+    # run records (the SimCLR pre-training's own files under results/smoke/ssl and the sweeps'
+    # markers under results/smoke/.sweeps are not run records)
     recs = [json.loads(p.read_text()) for p in (work / "results/smoke").rglob("*.json")
-            if "ssl" not in p.relative_to(work).parts]
+            if not {"ssl", ".sweeps"} & set(p.relative_to(work).parts)]
+    markers = [json.loads(p.read_text()) for p in (work / "results/smoke/.sweeps").rglob("*.json")]
+    assert markers and sum(len(m["records"]) for m in markers) == len(recs)  # every record in exactly one sweep
     assert recs
     for rec in recs:
         assert rec["privacy"]["epsilon"] is not None and "valid" in rec["privacy"]
