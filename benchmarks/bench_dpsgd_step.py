@@ -3,8 +3,9 @@
 For each model the suite trains with DP-SGD: 000's MNIST CNN (Table 10(a), batch 1024), the
 linear probe on 512-dimensional SimCLR features (batch 1024), the ads MLP of 000 Table 7 on
 Criteo-Attribution-shaped rows (per user, k = 4 examples, 256 users per batch; per example,
-batch 1024), and 000's CIFAR-10 CNN (its dropout keeps it on the reference formulation), the
-steps below are timed round-robin in one process, so a load change hits them alike:
+batch 1024), and 000's CIFAR-10 CNN (batch 256, dropout on: each row's masks from its own key in
+both formulations), the steps below are timed round-robin in one process, so a load change hits
+them alike:
 
 * ``sgd_model``: the non-private step through the model's own Flax forward, whole batch;
 * ``sgd_tapped``: the non-private step through the tapped forward (im2col), in chunks of 64;

@@ -28,7 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from labeldp.dpsgd.tape import Tape, avg_pool_2x2
+from labeldp.dpsgd.tape import Tape, avg_pool_2x2, max_pool_2x2, row_keys
 
 __all__ = ["MnistCNN", "CifarCNN", "LinearClassifier", "FEATURES_MODEL", "ModelSpec", "build_model", "MODEL_FOR_DATASET", "num_params"]
 
@@ -94,6 +94,20 @@ class LinearClassifier(nn.Module):
         return nn.Dense(self.num_classes)(x.reshape((x.shape[0], -1)))
 
 
+def cifar_cnn_tapped(module: CifarCNN, params, x: jax.Array, tape: Tape) -> jax.Array:
+    """:class:`CifarCNN`'s forward pass through a :class:`~labeldp.dpsgd.tape.Tape`: the same
+    logits as ``module.apply`` in evaluation mode; in training mode (``tape.dropout_keys`` set)
+    each row's dropout masks come from its own key (:meth:`~labeldp.dpsgd.tape.Tape.dropout`), and
+    this is the model's training-mode forward for every formulation (:meth:`ModelSpec.train_logits`)."""
+    h = x
+    for i, _ in enumerate((32, 64, 128)):
+        h = max_pool_2x2(jax.nn.relu(tape.conv((f"Conv_{i}",), h, params[f"Conv_{i}"], padding=module.padding)))
+        h = tape.dropout(h, rate=module.dropout, index=i)
+    h = jax.nn.relu(tape.dense(("Dense_0",), h.reshape((h.shape[0], -1)), params["Dense_0"]))
+    h = tape.dropout(h, rate=module.dropout, index=3)
+    return tape.dense(("Dense_1",), h, params["Dense_1"])
+
+
 def linear_classifier_tapped(module: LinearClassifier, params, x: jax.Array, tape: Tape) -> jax.Array:
     """:class:`LinearClassifier`'s forward pass through a :class:`~labeldp.dpsgd.tape.Tape`."""
     del module
@@ -114,9 +128,9 @@ _MODELS: dict[str, Callable[..., nn.Module]] = {"mnist_cnn": MnistCNN, "cifar_cn
                                                 "linear": LinearClassifier}
 
 #: Each model's forward pass through the tape of the fast DP-SGD step (:mod:`labeldp.dpsgd.clipping`,
-#: formulation ``bookkeeping``); a model without one (``cifar_cnn``: its dropout masks are drawn per
-#: example inside Flax) trains with the reference ``vmap_grad`` formulation.
-_TAPPED: dict[str, Callable[..., jax.Array]] = {"mnist_cnn": mnist_cnn_tapped, "linear": linear_classifier_tapped}
+#: formulation ``bookkeeping``); a model without one trains with the reference ``vmap_grad`` formulation.
+_TAPPED: dict[str, Callable[..., jax.Array]] = {"mnist_cnn": mnist_cnn_tapped, "cifar_cnn": cifar_cnn_tapped,
+                                                "linear": linear_classifier_tapped}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +165,11 @@ class ModelSpec:
         return None if fn is None else functools.partial(fn, self.module)
 
     def train_logits(self, params, x: jax.Array, rng: jax.Array | None) -> jax.Array:
-        """Logits in training mode (dropout on when the model has it)."""
+        """Logits in training mode. With dropout: the tapped forward, row ``b``'s masks drawn from
+        ``split(rng, n)[b]`` (:func:`labeldp.dpsgd.tape.row_keys`), so the reference and the
+        book-keeping DP-SGD formulations and the non-private steps drop the same units."""
         if self.has_dropout:
-            return self.module.apply({"params": params}, x, train=True, rngs={"dropout": rng})
+            return self.tapped(params, x, Tape(None, dropout_keys=row_keys(rng, x.shape[0])))
         return self.module.apply({"params": params}, x, train=True)
 
 

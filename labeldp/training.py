@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from labeldp.dpsgd.clipping import default_chunk_size
 from labeldp.dpsgd.sgd_step import resolve_forward
-from labeldp.dpsgd.tape import Tape
+from labeldp.dpsgd.tape import Tape, row_keys
 from labeldp.models import ModelSpec
 
 __all__ = [
@@ -162,8 +162,8 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
         denom = jnp.maximum(jnp.sum(mask), 1.0)
         return jnp.sum(per_example * mask) / denom
 
-    def summed_loss(params, x, w, mask):  # the tapped forward (no dropout), one chunk
-        logits = spec.tapped(params, x, Tape(None))
+    def summed_loss(params, x, w, mask, keys):  # the tapped forward, one chunk (row keys: dropout)
+        logits = spec.tapped(params, x, Tape(None, dropout_keys=keys))
         if target_transform is not None:
             w = target_transform(w, logits)
         return jnp.sum(_weighted_ce(logits, w) * mask)
@@ -173,17 +173,18 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
         (im2col convolutions; :func:`labeldp.dpsgd.sgd_step.resolve_forward`). Mixup mixes the
         whole batch first, as :func:`loss_fn` does."""
         if mixup_alpha > 0:
-            _, mix_rng = jax.random.split(rng)
+            rng, mix_rng = jax.random.split(rng)
             x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha, mask=mask)
         b, c = mask.shape[0], default_chunk_size()
+        keys = row_keys(rng, b)  # as spec.train_logits(params, x, rng) on the whole batch
         denom = jnp.maximum(jnp.sum(mask), 1.0)
         if c is None or c >= b or b % c:
-            loss, grads = jax.value_and_grad(summed_loss)(params, x, w, mask)
+            loss, grads = jax.value_and_grad(summed_loss)(params, x, w, mask, keys)
         else:
             def body(carry, inp):
                 return jax.tree_util.tree_map(jnp.add, carry, jax.value_and_grad(summed_loss)(params, *inp)), None
 
-            chunks = jax.tree_util.tree_map(lambda a: a.reshape((b // c, c, *a.shape[1:])), (x, w, mask))
+            chunks = jax.tree_util.tree_map(lambda a: a.reshape((b // c, c, *a.shape[1:])), (x, w, mask, keys))
             init = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
             (loss, grads), _ = jax.lax.scan(body, init, chunks)
         return loss / denom, jax.tree_util.tree_map(lambda g: g / denom, grads)

@@ -12,7 +12,8 @@ batch (an example, or the k examples of one user summed). Two ways to compute it
   reweighted matmul per layer (Bu et al., "Differentially private optimization on large model at
   small cost", ICML 2023, Algorithm 1). Convolutions run as im2col matmuls and the batch is
   processed in chunks of ``chunk_size`` units (``lax.scan``), which keeps the patches in cache.
-  Needs a model with a ``tapped`` forward (no dropout).
+  Needs a model with a ``tapped`` forward; dropout masks come from the same per-row keys as the
+  reference's (:func:`row_dropout_keys`).
 
 Both return the same sum and statistics up to float32 rounding (tests/dpsgd/test_clipping.py
 checks it on every tapped model); the privacy analysis does not depend on which ran, since the
@@ -27,7 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from labeldp.dpsgd.step_types import LossFn, PyTree, TrainLogitsFn, leading_shape
-from labeldp.dpsgd.tape import Tape, check_coverage
+from labeldp.dpsgd.tape import Tape, check_coverage, row_keys
 
 __all__ = [
     "FORMULATIONS",
@@ -188,15 +189,17 @@ def _layer_norms_and_sums(meta, rows, out_grad, u: int):
     return sq, sums
 
 
-def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float, params, x, y, mask):
+def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float, params, x, y, mask,
+                       keys):
     xf, yf, ex_mask, u, k = _unit_view(x, y, mask, unit)
+    keys = keys.reshape((u * k, *keys.shape[2:]))  # one dropout key per row
     shape_tape = Tape(None)
     jax.eval_shape(lambda p, xx: tapped_fn(p, xx, shape_tape), params, xf)
     check_coverage(params, shape_tape.layers)
     probes = {path: jnp.zeros(s, jnp.float32) for path, s in shape_tape.output_shapes.items()}
 
     def summed_loss(pr):
-        tape = Tape(pr)
+        tape = Tape(pr, dropout_keys=keys)
         logits = tapped_fn(params, xf, tape)
         losses = jax.vmap(loss_fn)(logits, yf)
         return jnp.sum(losses * ex_mask), (losses, {p: r.inputs for p, r in tape.layers.items()})
@@ -222,6 +225,15 @@ def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_nor
     return total, _stats(losses, ex_mask, unit_mask, norms, clip_norm, u, k)
 
 
+def row_dropout_keys(key: jax.Array, mask: jax.Array) -> jax.Array:
+    """The dropout key of every row of a batch, ``(U, k)`` keys for U units of k rows (k = 1 per
+    example): unit u's rows use ``split(split(key, U)[u], k)``, exactly the keys the reference
+    gives a unit's ``logits_fn(params, x_u, key_u)`` (:meth:`labeldp.models.ModelSpec.train_logits`)."""
+    u = mask.shape[0]
+    k = 1 if mask.ndim == 1 else mask.shape[1]
+    return jax.vmap(lambda ku: row_keys(ku, k))(jax.random.split(key, u))
+
+
 def bookkeeping_clipped_sum(
     *,
     tapped_fn: TappedFn,
@@ -233,6 +245,7 @@ def bookkeeping_clipped_sum(
     x,
     y,
     mask,
+    key: jax.Array | None = None,
 ) -> tuple[PyTree, dict]:
     """The book-keeping formulation (module docstring): same result as :func:`vmap_clipped_sum`.
 
@@ -241,13 +254,16 @@ def bookkeeping_clipped_sum(
       loss_fn, unit, clip_norm, params, x, y, mask: as :func:`vmap_clipped_sum`.
       chunk_size: units per chunk (the batch is zero-padded, masked, to a multiple); ``None`` =
         one chunk.
+      key: the dropout key of the batch (split per unit and row as the reference does,
+        :func:`row_dropout_keys`); unused by models without dropout.
 
     Returns:
       ``(sum_i clip_C(g_i), stats)`` as :func:`vmap_clipped_sum`.
     """
     b = mask.shape[0]
+    keys = row_dropout_keys(jax.random.key(0) if key is None else key, mask)
     if chunk_size is None or chunk_size >= b:
-        return _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, x, y, mask)
+        return _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, x, y, mask, keys)
     c = int(chunk_size)
     n = -(-b // c)
     pad = n * c - b
@@ -259,6 +275,9 @@ def bookkeeping_clipped_sum(
         return a.reshape((n, c, *a.shape[1:]))
 
     xs, ys, ms = _tree_map(chunked, x), chunked(y), chunked(mask)
+    if pad:  # padded units get (unused) copies of real keys: key arrays have no zeros
+        keys = jnp.concatenate([keys, jnp.take(keys, jnp.zeros((pad,), jnp.int32), axis=0)])
+    ks = keys.reshape((n, c, *keys.shape[1:]))
 
     def body(carry, inp):
         total, stats = _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, *inp)
@@ -268,7 +287,7 @@ def bookkeeping_clipped_sum(
         k: jnp.zeros((), jnp.float32) for k in ("loss_sum", "num_examples", "num_units", "num_clipped", "norm_sum")
     }
     init = (_tree_map(jnp.zeros_like, params), zero_stats)
-    (total, stats), _ = jax.lax.scan(body, init, (xs, ys, ms))
+    (total, stats), _ = jax.lax.scan(body, init, (xs, ys, ms, ks))
     return total, stats
 
 

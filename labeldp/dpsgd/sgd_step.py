@@ -26,7 +26,7 @@ from labeldp.dpsgd.step_types import (
     cross_entropy,
 )
 from labeldp.dpsgd.clipping import TappedFn, default_chunk_size
-from labeldp.dpsgd.tape import Tape
+from labeldp.dpsgd.tape import Tape, row_keys
 
 FORWARDS = ("model", "tapped")
 
@@ -90,18 +90,20 @@ class SGDStep:
         mask = as_float_mask(batch.mask)
         return jnp.sum(losses * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
-    def _tapped_sums(self, params, batch: Batch):
+    def _tapped_sums(self, params, batch: Batch, rng):
         """Summed loss and summed gradient over the real examples, chunk by chunk, through the
-        tapped forward (im2col convolutions; the chunks keep the patches in cache)."""
+        tapped forward (im2col convolutions; the chunks keep the patches in cache). Dropout rows
+        use ``split(rng, B)``, as the model's ``train_logits`` on the whole batch does."""
 
-        def summed(p, x, y, m):
-            losses = jax.vmap(self._loss_fn)(self._tapped_fn(p, x, Tape(None)), y)
+        def summed(p, x, y, m, k):
+            losses = jax.vmap(self._loss_fn)(self._tapped_fn(p, x, Tape(None, dropout_keys=k)), y)
             return jnp.sum(losses * m)
 
         mask = as_float_mask(batch.mask)
         b, c = mask.shape[0], self.chunk_size
+        keys = row_keys(rng, b)
         if c is None or c >= b:
-            return jax.value_and_grad(summed)(params, batch.x, batch.y, mask)
+            return jax.value_and_grad(summed)(params, batch.x, batch.y, mask, keys)
         n = -(-b // c)
 
         def chunked(a):
@@ -110,16 +112,20 @@ class SGDStep:
                 a = jnp.concatenate([a, jnp.zeros((n * c - b, *a.shape[1:]), a.dtype)])
             return a.reshape((n, c, *a.shape[1:]))
 
+        if n * c > b:  # padded rows get (unused) copies of a real key: key arrays have no zeros
+            keys = jnp.concatenate([keys, jnp.take(keys, jnp.zeros((n * c - b,), jnp.int32), axis=0)])
+        keys = keys.reshape((n, c, *keys.shape[1:]))
+
         def body(carry, inp):
             return jax.tree_util.tree_map(jnp.add, carry, jax.value_and_grad(summed)(params, *inp)), None
 
         init = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
-        out, _ = jax.lax.scan(body, init, jax.tree_util.tree_map(chunked, (batch.x, batch.y, mask)))
+        out, _ = jax.lax.scan(body, init, (*jax.tree_util.tree_map(chunked, (batch.x, batch.y, mask)), keys))
         return out
 
     def _step(self, state: TrainState, batch: Batch, rng):
         if self.forward == "tapped":
-            loss_sum, grad_sum = self._tapped_sums(state.params, batch)
+            loss_sum, grad_sum = self._tapped_sums(state.params, batch, rng)
             count = jnp.maximum(jnp.sum(as_float_mask(batch.mask)), 1.0)
             loss, grads = loss_sum / count, jax.tree_util.tree_map(lambda g: g / count, grad_sum)
         else:

@@ -211,7 +211,7 @@ class DPSGDStep:
         if self.formulation == "bookkeeping":
             return bookkeeping_clipped_sum(tapped_fn=self._tapped_fn, loss_fn=self._loss_fn, unit=self.config.unit,
                                            clip_norm=self.config.clip_norm, chunk_size=self.chunk_size,
-                                           params=params, x=x, y=y, mask=mask)
+                                           params=params, x=x, y=y, mask=mask, key=key)
         return vmap_clipped_sum(logits_fn=self._logits_fn, loss_fn=self._loss_fn, unit=self.config.unit,
                                 clip_norm=self.config.clip_norm, params=params, x=x, y=y, mask=mask, key=key)
 

@@ -29,7 +29,8 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Tape", "LayerRecord", "im2col", "avg_pool_2x2", "max_pool_2x2", "check_coverage", "param_paths"]
+__all__ = ["Tape", "LayerRecord", "im2col", "avg_pool_2x2", "max_pool_2x2", "check_coverage", "param_paths",
+           "row_keys"]
 
 PyTree = Any
 Path = tuple[str, ...]
@@ -62,10 +63,14 @@ class Tape:
       probes: ``{path: zeros (B, T, C)}`` added to each layer's output (their gradient is the
         output gradient), or ``None`` for a plain forward pass (shapes are then recorded in
         :attr:`output_shapes`, so ``jax.eval_shape`` of a probe-less pass sizes the probes).
+      dropout_keys: one PRNG key per row of the batch (training mode: :meth:`dropout` draws each
+        row's mask from its own key, so a row's mask does not depend on the batch around it), or
+        ``None`` (evaluation mode: no dropout).
     """
 
-    def __init__(self, probes: dict[Path, jax.Array] | None = None):
+    def __init__(self, probes: dict[Path, jax.Array] | None = None, *, dropout_keys: jax.Array | None = None):
         self.probes = probes
+        self.dropout_keys = dropout_keys
         self.layers: dict[Path, LayerRecord] = {}
         self.output_shapes: dict[Path, tuple[int, ...]] = {}
 
@@ -106,6 +111,17 @@ class Tape:
         out = self._record(LayerRecord("linear", tuple(path), rows, "bias" in params, tuple(kernel.shape)), out)
         return out.reshape(b, h, w, cout)
 
+    def dropout(self, x: jax.Array, *, rate: float, index: int) -> jax.Array:
+        """Inverted dropout of rows ``x`` (B, ...) in training mode: row b keeps each unit with
+        probability ``1 - rate``, drawn from ``fold_in(dropout_keys[b], index)``; the identity in
+        evaluation mode. ``index`` numbers the model's dropout layers."""
+        if self.dropout_keys is None or rate == 0.0:
+            return x
+        keep = 1.0 - rate
+        masks = jax.vmap(lambda k: jax.random.bernoulli(jax.random.fold_in(k, index), keep, x.shape[1:]))(
+            self.dropout_keys)
+        return jnp.where(masks, x / keep, jnp.zeros_like(x))
+
     def embed(self, path: Path, idx: jax.Array, params: PyTree) -> jax.Array:
         """``embedding[idx]`` for integer ``idx`` of shape (B,) or (B, T)."""
         table = params["embedding"]
@@ -113,6 +129,12 @@ class Tape:
         out = jnp.take(table, rows, axis=0)
         out = self._record(LayerRecord("embed", tuple(path), rows, False, tuple(table.shape)), out)
         return out if idx.ndim == 2 else out[:, 0, :]
+
+
+def row_keys(rng: jax.Array, rows: int) -> jax.Array:
+    """The per-row dropout keys of a batch of ``rows`` rows drawn with one key: ``split(rng, rows)``
+    (a model's training-mode logits on a batch use these, whatever the caller)."""
+    return jax.random.split(rng, rows)
 
 
 def im2col(x: jax.Array, *, window: tuple[int, int], padding: str) -> jax.Array:

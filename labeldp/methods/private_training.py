@@ -138,7 +138,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     losses = []
     proj_diag: dict[str, list[float]] = {}  # per-step projection diagnostics (labels never read)
     t0 = time.perf_counter()
-    for idx, mask in tqdm(batches, total=steps, desc=desc, leave=False):
+    for idx, mask in tqdm(batches, total=steps, desc=desc, leave=False, disable=None):  # no bars in job logs
         x_alt = None
         if denoiser.uses_alt_batch:
             x_alt = x_dev[sample_alt_batch(n, size=min(n2, n), rng=alt_rng)]

@@ -24,7 +24,9 @@ RTOL = 2e-5
 
 
 def _image_case(name, padding, unit, rng, b=24, k=3):
-    shape = (28, 28, 1) if name == "mnist_cnn" else (20,)
+    shape = {"mnist_cnn": (28, 28, 1), "cifar_cnn": (32, 32, 3)}.get(name, (20,))
+    if name == "cifar_cnn":
+        b = 12
     spec = build_model(name, input_shape=shape, padding=padding)
     params = spec.init(jax.random.key(1))
     lead = (b,) if unit == "example" else (b // k, k)
@@ -49,7 +51,8 @@ def _ads_case(truncated, unit, rng, b=24, k=4):
     return logits, logits.tapped, params, (xn, xc), y, mask
 
 
-CASES = [("mnist_cnn", "SAME"), ("mnist_cnn", "VALID"), ("linear", "SAME"), ("ads", False), ("ads", True)]
+CASES = [("mnist_cnn", "SAME"), ("mnist_cnn", "VALID"), ("cifar_cnn", "SAME"), ("linear", "SAME"), ("ads", False),
+         ("ads", True)]
 
 
 def _case(case, unit, seed=0):
@@ -59,16 +62,18 @@ def _case(case, unit, seed=0):
     return _image_case(case[0], case[1], unit, rng)
 
 
-def _reference_norms(logits_fn, params, x, y, mask, unit):
-    """Per-unit gradient norms straight from vmap(grad) (the unit's masked summed loss)."""
+def _reference_norms(logits_fn, params, x, y, mask, unit, key=None):
+    """Per-unit gradient norms straight from vmap(grad) (the unit's masked summed loss; dropout
+    keys split per unit from ``key``, as the engine does)."""
     if unit == "example":
         x = jax.tree_util.tree_map(lambda a: a[:, None], x)
         y, mask = y[:, None], mask[:, None]
 
-    def unit_loss(p, xu, yu, mu):
-        return jnp.sum(jax.vmap(cross_entropy)(logits_fn(p, xu, None), yu) * mu)
+    def unit_loss(p, xu, yu, mu, ku):
+        return jnp.sum(jax.vmap(cross_entropy)(logits_fn(p, xu, ku), yu) * mu)
 
-    g = jax.vmap(jax.grad(unit_loss), in_axes=(None, 0, 0, 0))(params, x, y, mask)
+    keys = jax.random.split(jax.random.key(0) if key is None else key, mask.shape[0])
+    g = jax.vmap(jax.grad(unit_loss), in_axes=(None, 0, 0, 0, 0))(params, x, y, mask, keys)
     return jnp.sqrt(sum(jnp.sum(jnp.square(a.reshape(a.shape[0], -1)), 1) for a in jax.tree_util.tree_leaves(g)))
 
 
@@ -216,13 +221,27 @@ def test_resolve_formulation():
         resolve_formulation("ghost", tapped_available=True)
 
 
-def test_dropout_model_has_no_tapped_forward_and_is_refused():
+def test_dropout_is_on_in_training_and_the_same_in_both_formulations():
+    """The CIFAR-10 CNN's dropout: training logits differ from evaluation logits, each row's masks
+    depend only on its own key (not on the rows around it), and the formulations agree (above)."""
     spec = build_model("cifar_cnn", input_shape=(32, 32, 3))
-    assert spec.tapped is None
+    params = spec.init(jax.random.key(0))
+    x = jnp.asarray(np.random.default_rng(0).random((6, 32, 32, 3), dtype=np.float32))
+    train, evaluation = spec.train_logits(params, x, jax.random.key(1)), spec.logits(params, x)
+    assert float(jnp.max(jnp.abs(train - evaluation))) > 1e-4
+    np.testing.assert_allclose(np.asarray(evaluation), np.asarray(spec.tapped(params, x, Tape(None))), atol=1e-5)
+    keys = jax.random.split(jax.random.key(1), 6)
+    one_by_one = jnp.concatenate([spec.tapped(params, x[i:i + 1], Tape(None, dropout_keys=keys[i:i + 1]))
+                                  for i in range(6)])
+    np.testing.assert_allclose(np.asarray(one_by_one), np.asarray(train), rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_without_a_tapped_forward_is_refused_bookkeeping():
     cfg = DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=8)
-    assert make_dpsgd_step(optimizer=optax.sgd(0.1), config=cfg, model=spec).formulation == "vmap_grad"
+    logits = lambda p, x, rng: x @ p  # noqa: E731
+    assert make_dpsgd_step(optimizer=optax.sgd(0.1), config=cfg, logits_fn=logits).formulation == "vmap_grad"
     with pytest.raises(ValueError, match="bookkeeping"):
-        make_dpsgd_step(optimizer=optax.sgd(0.1), config=cfg, model=spec, formulation="bookkeeping")
+        make_dpsgd_step(optimizer=optax.sgd(0.1), config=cfg, logits_fn=logits, formulation="bookkeeping")
 
 
 def test_a_parameter_outside_the_tape_is_refused():
