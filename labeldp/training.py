@@ -21,6 +21,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
+from labeldp.dpsgd.chunks import sum_over_chunks
 from labeldp.dpsgd.clipping import default_chunk_size
 from labeldp.dpsgd.sgd_step import resolve_forward
 from labeldp.dpsgd.tape import Tape, row_keys
@@ -175,18 +176,13 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
         if mixup_alpha > 0:
             rng, mix_rng = jax.random.split(rng)
             x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha, mask=mask)
-        b, c = mask.shape[0], default_chunk_size()
-        keys = row_keys(rng, b)  # as spec.train_logits(params, x, rng) on the whole batch
+        keys = row_keys(rng, mask.shape[0])  # as spec.train_logits(params, x, rng) on the whole batch
         denom = jnp.maximum(jnp.sum(mask), 1.0)
-        if c is None or c >= b or b % c:
-            loss, grads = jax.value_and_grad(summed_loss)(params, x, w, mask, keys)
-        else:
-            def body(carry, inp):
-                return jax.tree_util.tree_map(jnp.add, carry, jax.value_and_grad(summed_loss)(params, *inp)), None
 
-            chunks = jax.tree_util.tree_map(lambda a: a.reshape((b // c, c, *a.shape[1:])), (x, w, mask, keys))
-            init = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
-            (loss, grads), _ = jax.lax.scan(body, init, chunks)
+        def chunk_sums(xc, wc, mc, kc):
+            return jax.value_and_grad(summed_loss)(params, xc, wc, mc, kc)
+
+        loss, grads = sum_over_chunks(chunk_sums, (x, w, mask, keys), chunk_size=default_chunk_size())
         return loss / denom, jax.tree_util.tree_map(lambda g: g / denom, grads)
 
     value_and_grad = tapped_value_and_grad if forward == "tapped" else jax.value_and_grad(loss_fn)

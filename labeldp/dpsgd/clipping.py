@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from labeldp.dpsgd.step_types import LossFn, PyTree, TrainLogitsFn, leading_shape
+from labeldp.dpsgd.chunks import sum_over_chunks
 from labeldp.dpsgd.tape import Tape, check_coverage, row_keys
 
 __all__ = [
@@ -260,35 +261,12 @@ def bookkeeping_clipped_sum(
     Returns:
       ``(sum_i clip_C(g_i), stats)`` as :func:`vmap_clipped_sum`.
     """
-    b = mask.shape[0]
     keys = row_dropout_keys(jax.random.key(0) if key is None else key, mask)
-    if chunk_size is None or chunk_size >= b:
-        return _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, x, y, mask, keys)
-    c = int(chunk_size)
-    n = -(-b // c)
-    pad = n * c - b
 
-    def chunked(a):
-        a = jnp.asarray(a)
-        if pad:
-            a = jnp.concatenate([a, jnp.zeros((pad, *a.shape[1:]), a.dtype)])
-        return a.reshape((n, c, *a.shape[1:]))
+    def chunk_sum(xc, yc, mc, kc):
+        return _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, xc, yc, mc, kc)
 
-    xs, ys, ms = _tree_map(chunked, x), chunked(y), chunked(mask)
-    if pad:  # padded units get (unused) copies of real keys: key arrays have no zeros
-        keys = jnp.concatenate([keys, jnp.take(keys, jnp.zeros((pad,), jnp.int32), axis=0)])
-    ks = keys.reshape((n, c, *keys.shape[1:]))
-
-    def body(carry, inp):
-        total, stats = _bookkeeping_chunk(tapped_fn, loss_fn, unit, clip_norm, params, *inp)
-        return _tree_map(jnp.add, carry, (total, stats)), None
-
-    zero_stats = {
-        k: jnp.zeros((), jnp.float32) for k in ("loss_sum", "num_examples", "num_units", "num_clipped", "norm_sum")
-    }
-    init = (_tree_map(jnp.zeros_like, params), zero_stats)
-    (total, stats), _ = jax.lax.scan(body, init, (xs, ys, ms, ks))
-    return total, stats
+    return sum_over_chunks(chunk_sum, (x, y, mask, keys), chunk_size=chunk_size)
 
 
 def describe(formulation: str, chunk_size: int | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from labeldp.dpsgd.step_types import (
     cross_entropy,
 )
 from labeldp.dpsgd.clipping import TappedFn, default_chunk_size
+from labeldp.dpsgd.chunks import sum_over_chunks
 from labeldp.dpsgd.tape import Tape, row_keys
 
 FORWARDS = ("model", "tapped")
@@ -100,28 +101,12 @@ class SGDStep:
             return jnp.sum(losses * m)
 
         mask = as_float_mask(batch.mask)
-        b, c = mask.shape[0], self.chunk_size
-        keys = row_keys(rng, b)
-        if c is None or c >= b:
-            return jax.value_and_grad(summed)(params, batch.x, batch.y, mask, keys)
-        n = -(-b // c)
+        keys = row_keys(rng, mask.shape[0])
 
-        def chunked(a):
-            a = jnp.asarray(a)
-            if n * c > b:
-                a = jnp.concatenate([a, jnp.zeros((n * c - b, *a.shape[1:]), a.dtype)])
-            return a.reshape((n, c, *a.shape[1:]))
+        def chunk_sums(x, y, m, k):
+            return jax.value_and_grad(summed)(params, x, y, m, k)
 
-        if n * c > b:  # padded rows get (unused) copies of a real key: key arrays have no zeros
-            keys = jnp.concatenate([keys, jnp.take(keys, jnp.zeros((n * c - b,), jnp.int32), axis=0)])
-        keys = keys.reshape((n, c, *keys.shape[1:]))
-
-        def body(carry, inp):
-            return jax.tree_util.tree_map(jnp.add, carry, jax.value_and_grad(summed)(params, *inp)), None
-
-        init = (jnp.zeros((), jnp.float32), jax.tree_util.tree_map(jnp.zeros_like, params))
-        out, _ = jax.lax.scan(body, init, (*jax.tree_util.tree_map(chunked, (batch.x, batch.y, mask)), keys))
-        return out
+        return sum_over_chunks(chunk_sums, (batch.x, batch.y, mask, keys), chunk_size=self.chunk_size)
 
     def _step(self, state: TrainState, batch: Batch, rng):
         if self.forward == "tapped":
