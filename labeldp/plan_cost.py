@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import math
 import sys
 from pathlib import Path
@@ -35,7 +36,9 @@ _LABELDP_PRO = {"labeldp_pro"}
 _DPSGD = {"dpsgd", "dpsgd_opacus", "hybrid", "hybrid_user_level", "hybrid_rr_baseline", "hybrid_dpsgd_baseline"}
 
 
+@functools.lru_cache(maxsize=8)
 def load_costs(path: str | Path = COSTS) -> dict[str, Any]:
+    """The cost data (cached: the Snakefile asks once per sweep job); do not modify the result."""
     return yaml.safe_load(Path(path).read_text())
 
 

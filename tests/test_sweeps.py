@@ -162,3 +162,12 @@ def test_markers_are_not_run_records(tmp_path):
     (tmp_path / "mnist/dpsgd").mkdir(parents=True)
     (tmp_path / "mnist/dpsgd/seed0.json").write_text("{}")
     assert records.record_paths(tmp_path) == [tmp_path / "mnist/dpsgd/seed0.json"]
+
+
+def test_slurm_profile_gives_sweeps_a_gpu_and_the_rule_a_runtime_from_the_plan():
+    import yaml
+
+    prof = yaml.safe_load((REPO / "workflow/profiles/slurm/config.yaml").read_text())
+    assert "gpu" in prof["set-resources"]["sweep"]["slurm_extra"] and "runtime" not in prof["set-resources"]["sweep"]
+    rule = (REPO / "workflow/rules/train.smk").read_text()
+    assert "runtime=lambda wc: _sweep_runtime_minutes(wc)" in rule

@@ -23,6 +23,14 @@ def _sweep_data(wc):
     return ancient(sw.prepared_path) if os.path.exists(sw.marker_path) else sw.prepared_path
 
 
+def _sweep_runtime_minutes(wc):
+    from labeldp import plan_cost
+
+    costs = plan_cost.load_costs()
+    secs = sum(plan_cost.run_seconds(r, config=config, device="gpu", costs=costs) for r in _sweep(wc).runs)
+    return int(2 * (secs + float(costs["seconds_per_job"]["gpu"])) / 60) + 10
+
+
 rule sweep:
     input:
         data=_sweep_data,
@@ -40,6 +48,9 @@ rule sweep:
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
+        # minutes a cluster job may run: the cost model's GPU estimate for the sweep's runs
+        # (labeldp/plan_cost.py, workflow/resources/run_costs.yaml), doubled, plus 10 minutes
+        runtime=lambda wc: _sweep_runtime_minutes(wc),
     conda:
         "../../envs/labeldp.yaml"
     shell:
