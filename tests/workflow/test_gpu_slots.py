@@ -38,7 +38,8 @@ def test_gpu_profile_bounds_jobs_per_gpu_with_gpu_slots():
     profile = yaml.safe_load((REPO / "workflow/profiles/gpu/config.yaml").read_text())
     assert any(r.startswith("gpu_slots=") for r in profile["resources"])
     rules = (REPO / "workflow/rules/train.smk").read_text() + (REPO / "workflow/rules/audit.smk").read_text()
-    assert rules.count("gpu_slots=1") == 2 and rules.count("{JOB_ENV}") == 2
+    # the training rules (sweep, and train for one record) and the audit's run rule
+    assert rules.count("gpu_slots=1") == 3 and rules.count("{JOB_ENV}") == 3
 
 
 def _dry_run(tmp_path, *extra):
@@ -51,11 +52,11 @@ def _dry_run(tmp_path, *extra):
 def test_training_jobs_run_with_the_share_only_when_gpu_slots_is_given(tmp_path):
     shared = _dry_run(tmp_path, "--resources", "gpu_slots=2")
     assert shared.returncode == 0, shared.stderr[-3000:]
-    train_cmds = [l.split("Shell command:")[-1].strip() for l in shared.stdout.splitlines() if "labeldp.runner" in l]
+    train_cmds = [l.split("Shell command:")[-1].strip() for l in shared.stdout.splitlines() if "labeldp.sweep_runner" in l]
     assert train_cmds and all(c.startswith("XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 JAX_COMPILATION_CACHE_DIR=") for c in train_cmds)
     alone = _dry_run(tmp_path)
     assert alone.returncode == 0, alone.stderr[-3000:]
-    assert "labeldp.runner" in alone.stdout and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in alone.stdout
+    assert "labeldp.sweep_runner" in alone.stdout and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in alone.stdout
 
 
 def test_zero_gpu_slots_fails_before_any_job(tmp_path):

@@ -51,13 +51,13 @@ def _dry_run(tmp_path, *configfiles):
 def test_jobs_get_the_cache_by_default_and_not_when_it_is_null(tmp_path):
     on = _dry_run(tmp_path)
     assert on.returncode == 0, on.stderr[-3000:]
-    cmds = [l for l in on.stdout.splitlines() if "labeldp.runner" in l]
+    cmds = [l for l in on.stdout.splitlines() if "labeldp.sweep_runner" in l]
     assert cmds and all(f"JAX_COMPILATION_CACHE_DIR={tmp_path / '.cache/jax'} " in c for c in cmds)
     off_cfg = tmp_path / "off.yaml"
     off_cfg.write_text(yaml.safe_dump({"jax_compilation_cache_dir": None}))
     off = _dry_run(tmp_path, off_cfg)
     assert off.returncode == 0, off.stderr[-3000:]
-    assert "labeldp.runner" in off.stdout and "JAX_COMPILATION_CACHE_DIR" not in off.stdout
+    assert "labeldp.sweep_runner" in off.stdout and "JAX_COMPILATION_CACHE_DIR" not in off.stdout
 
 
 def test_an_empty_cache_dir_in_the_config_fails_before_any_job(tmp_path):

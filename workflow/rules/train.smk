@@ -15,12 +15,14 @@ def _sweep(wc):
 
 
 def _sweep_data(wc):
-    """The prepared data of a sweep with runs to train; none when every record exists (the job
-    then only writes its marker), ancient() once the marker exists (see _train_data)."""
+    """The prepared data: ancient() once the marker exists or every record does (see _train_data:
+    finished records are never redone because the data was prepared again), a plain input while a
+    record is missing. Always the same file, so the job's input set never changes between runs
+    (Snakemake's `input` rerun trigger); a sweep whose records all exist trains nothing and only
+    writes its marker."""
     sw = _sweep(wc)
-    if all(os.path.exists(r.record_path) for r in sw.runs):
-        return []
-    return ancient(sw.prepared_path) if os.path.exists(sw.marker_path) else sw.prepared_path
+    done = os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
+    return ancient(sw.prepared_path) if done else sw.prepared_path
 
 
 def _sweep_runtime_minutes(wc):
@@ -42,7 +44,6 @@ rule sweep:
         f"{LOGS}/sweeps/{{sweep}}.log",
     params:
         sweep=lambda wc: _json.dumps(_sweep(wc).to_dict()),
-        data=lambda wc, input: f"--data {input.data}" if input.data else "",
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
                                     "sampling": config["sampling"], "delta": config["delta"]}),
     threads: config.get("threads_per_job", 1)
@@ -55,7 +56,7 @@ rule sweep:
         "../../envs/labeldp.yaml"
     shell:
         "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.sweep_runner --sweep {params.sweep:q} "
-        "{params.data} --marker {output} --workflow-config {params.wf:q} > {log} 2>&1"
+        "--data {input.data} --marker {output} --workflow-config {params.wf:q} > {log} 2>&1"
 
 
 def _run(wc):
