@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from labeldp.dpsgd.step_types import LossFn, PyTree, TrainLogitsFn, leading_shape
 from labeldp.dpsgd.chunks import sum_over_chunks
-from labeldp.dpsgd.tape import Tape, check_coverage, row_keys
+from labeldp.dpsgd.tape import Tape, check_coverage, leaf_path, row_keys
 
 __all__ = [
     "FORMULATIONS",
@@ -220,7 +220,7 @@ def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_nor
             leaves[(*path, leaf)] = value
 
     def pick(keypath, _leaf):
-        return leaves[tuple(str(getattr(kk, "key", getattr(kk, "name", kk))) for kk in keypath)]
+        return leaves[leaf_path(keypath)]
 
     total = jax.tree_util.tree_map_with_path(pick, params)
     return total, _stats(losses, ex_mask, unit_mask, norms, clip_norm, u, k)

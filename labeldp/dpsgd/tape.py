@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["Tape", "LayerRecord", "im2col", "avg_pool_2x2", "max_pool_2x2", "check_coverage", "param_paths",
-           "row_keys"]
+           "row_keys", "leaf_path"]
 
 PyTree = Any
 Path = tuple[str, ...]
@@ -168,12 +168,15 @@ def max_pool_2x2(x: jax.Array) -> jax.Array:
     return _pool_blocks(x).max(axis=(2, 4))
 
 
+def leaf_path(keypath) -> Path:
+    """A ``jax.tree_util`` key path (dict keys, attribute names) as a tuple of strings: the form
+    the tape names parameters in (``("Conv_0", "kernel")``)."""
+    return tuple(str(getattr(k, "key", getattr(k, "name", k))) for k in keypath)
+
+
 def param_paths(params: PyTree) -> set[Path]:
     """The paths of a parameter pytree's leaves, as tuples of keys."""
-    paths = set()
-    for keypath, _ in jax.tree_util.tree_leaves_with_path(params):
-        paths.add(tuple(str(getattr(k, "key", getattr(k, "name", k))) for k in keypath))
-    return paths
+    return {leaf_path(kp) for kp, _ in jax.tree_util.tree_leaves_with_path(params)}
 
 
 def check_coverage(params: PyTree, layers: dict[Path, LayerRecord]) -> None:

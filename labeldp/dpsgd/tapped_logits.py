@@ -20,7 +20,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from labeldp.dpsgd.tape import Tape, check_coverage, param_paths
+from labeldp.dpsgd.tape import Tape, check_coverage, leaf_path
 
 __all__ = ["TappedLogits", "tapped_jacobian_rows"]
 
@@ -76,11 +76,7 @@ def tapped_jacobian_rows(
         leaves[(*path, "kernel")] = kernel.reshape(n, k, -1)
         if meta.has_bias:
             leaves[(*path, "bias")] = jnp.transpose(jnp.sum(g, axis=2), (1, 0, 2))
-    order = [
-        tuple(str(getattr(kk, "key", getattr(kk, "name", kk))) for kk in kp)
-        for kp, _ in jax.tree_util.tree_leaves_with_path(params)
-    ]
-    assert set(order) == param_paths(params)
+    order = [leaf_path(kp) for kp, _ in jax.tree_util.tree_leaves_with_path(params)]  # ravel_pytree's order
     rows = jnp.concatenate([leaves[p] for p in order], axis=-1)
     if mask is not None:
         rows = rows * jnp.asarray(mask, rows.dtype)[:, None, None]
