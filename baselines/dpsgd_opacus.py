@@ -143,8 +143,8 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     from baselines import common
     from baselines.torch_models import nchw_tensor
-    from labeldp.dpsgd import poisson_batches
-    from labeldp.methods.private_training import BATCH_STREAM, account_run
+    from labeldp.dpsgd.loop import BATCH_STREAM
+    from labeldp.methods.private_training import account_run
     from labeldp.training import to_float_images
 
     common.require_private(spec, NAME)
@@ -165,8 +165,8 @@ def run(data, spec: RunSpec) -> MethodResult:
     optimizer = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
                             expected_batch_size=n1, loss_reduction="mean")
     criterion = torch.nn.CrossEntropyLoss(reduction="mean")
-    batches = poisson_batches(n, sampling_rate=q, rng=np.random.default_rng([spec.seed, BATCH_STREAM]),
-                              pad_to=n1, num_batches=steps)
+    # the plan's batches from the JAX loop's stream (labeldp.dpsgd.loop): both engines see the same batches
+    batches = run_acc.batches(rng=np.random.default_rng([spec.seed, BATCH_STREAM]), pad_to=n1)
     gsm.train()
     losses, empty, grad_check = [], 0, None
     t0 = time.perf_counter()

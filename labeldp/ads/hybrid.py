@@ -41,7 +41,9 @@ import optax
 
 from labeldp.ads.model import AdsMLP, two_class_logits
 from labeldp.ads.train import init_params
-from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step, poisson_batches
+from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
+from labeldp.dpsgd.loop import run_dp_loop, split_init_key
+from labeldp.dpsgd.training_plan import DPTrainingPlan
 
 __all__ = ["split_budget", "debiased_rr_weights", "HybridConfig", "train_hybrid", "PHASE_OPTIMIZERS"]
 
@@ -152,28 +154,21 @@ def _phase1(model: AdsMLP, params, x_num, x_cat, weights, cfg: HybridConfig, see
     return state.params, [float(v) for v in jax.device_get(losses)]
 
 
-def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, sigma: float, steps: int, seed: int):
-    n = y.shape[0]
-    n1 = cfg.dp_batch_size
-    dp = DPSGDConfig(clip_norm=cfg.clip_norm, noise_multiplier=sigma, expected_batch_size=n1, sampling="poisson")
+def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, plan: DPTrainingPlan, seed: int):
+    dp = DPSGDConfig(clip_norm=cfg.clip_norm, noise_multiplier=plan.noise_multiplier,
+                     expected_batch_size=plan.expected_batch_size, sampling=plan.sampling)
     logits = two_class_logits(model)
-    step = make_dpsgd_step(optimizer=_optimizer(cfg.optimizers[1], cfg.dp_learning_rate, steps), config=dp,
+    step = make_dpsgd_step(optimizer=_optimizer(cfg.optimizers[1], cfg.dp_learning_rate, plan.steps), config=dp,
                            logits_fn=logits, tapped_fn=logits.tapped)
-    state = step.init(params)
-    key = jax.random.PRNGKey(seed + 7919)
-    losses, done = [], 0
-    for idx, mask in poisson_batches(n, sampling_rate=n1 / n, rng=np.random.default_rng([seed, 12]),
-                                     pad_to=step.pad_to, num_batches=steps):
-        state, info = step(state, Batch(x=(x_num[idx], x_cat[idx]), y=y[idx], mask=mask), jax.random.fold_in(key, done))
-        losses.append(info.loss)
-        done += 1
-    return state.params, [float(v) for v in jax.device_get(losses)], done, step.describe()
+    loop = run_dp_loop(step=step, state=step.init(params), plan=plan, seed=seed, key=split_init_key(seed)[0],
+                       gather=lambda idx: (x_num[idx], x_cat[idx]), labels=y)
+    return loop, step.describe()
 
 
 def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, eps1: float,
-                 sigma: float | None, dp_steps: int, cfg: HybridConfig, seed: int,
+                 plan: DPTrainingPlan | None, cfg: HybridConfig, seed: int,
                  phase1_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
-    """Runs the phases that have budget: phase 1 when ``eps1 > 0``, phase 2 when ``sigma`` is given.
+    """Runs the phases that have budget: phase 1 when ``eps1 > 0``, phase 2 when ``plan`` is given.
 
     Args:
       model: the two-tower ads MLP (its ``sensitive_*`` flags set).
@@ -181,8 +176,9 @@ def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.n
       eps1: phase 1's epsilon PER LABEL (0: no phase 1).
       phase1_rows: ``(x_num, x_cat, y)`` for phase 1 when it trains on other rows than phase 2
         (002's user-level Hybrid: one example per user in phase 1, k in phase 2); default the same rows.
-      sigma: phase 2's noise multiplier from the accountant (None: no phase 2).
-      dp_steps: phase 2's number of steps (the accountant's).
+      plan: phase 2's :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan` over the rows of ``y``
+        (its sampler, steps and sigma; None: no phase 2). Phase 2 runs on the suite's one DP loop,
+        :func:`labeldp.dpsgd.loop.run_dp_loop`.
       cfg: hyper-parameters. seed: the run's seed.
 
     Returns:
@@ -202,12 +198,15 @@ def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.n
         out["label_noise_rate"] = float(np.mean(noisy != y1))
         params, l1 = _phase1(model, params, xn1, xc1, debiased_rr_weights(noisy, eps1=eps1), cfg, seed)
         out["phase1_loss"] = float(np.mean(l1[-max(1, len(l1) // 10):]))
-    if sigma is not None:
-        params, l2, done, out["phase2_clipping"] = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, sigma=sigma,
-                                   steps=dp_steps, seed=seed)
-        out["phase2_loss"] = float(np.mean(l2[-max(1, len(l2) // 10):])) if l2 else None
-        out["phase2_steps"] = done
+    if plan is not None:
+        if plan.n != int(y.shape[0]):
+            raise ValueError(f"phase 2's plan is for {plan.n} rows, the data has {y.shape[0]}")
+        loop, out["phase2_clipping"] = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, plan=plan,
+                                               seed=seed)
+        params = loop.state.params
+        out["phase2_loss"] = loop.final_loss if loop.losses else None
+        out["phase2_steps"] = loop.steps
     out["params"] = params
-    out["truncated"] = sigma is None
+    out["truncated"] = plan is None
     out["seconds"] = time.perf_counter() - t0
     return out

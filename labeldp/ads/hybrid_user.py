@@ -125,6 +125,7 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     from labeldp import accounting
     from labeldp.ads.hybrid import PHASE_OPTIMIZERS, HybridConfig, split_budget, train_hybrid
     from labeldp.ads.hybrid_run import evaluate_auc, hybrid_model
+    from labeldp.dpsgd.training_plan import make_training_plan
     from labeldp.mechanisms.classification import group_privacy
 
     if getattr(data, "task", None) != "binary_classification" or getattr(data, "user_train", None) is None:
@@ -162,7 +163,8 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     per_label_eps1 = eps1 / k1 if eps1 > 0 else 0.0
     rows2 = _capped(data, k=k, seed=spec.seed, stream=CAP_STREAMS[1])
     rows1 = _capped(data, k=k1, seed=spec.seed, stream=CAP_STREAMS[0]) if eps1 > 0 else None
-    acc, sigma, steps, accounting_seconds, item = None, None, 0, 0.0, None
+    plan = acc = item = None
+    sigma, steps, accounting_seconds = None, 0, 0.0
     n2 = users * k
     if eps2 > 0:
         if hcfg.dp_batch_size > n2:
@@ -173,17 +175,14 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
             raise ValueError(f"{name}: dp_epochs {hcfg.dp_epochs} x {users} users x {K_MAX} / dp_batch_size "
                              f"{hcfg.dp_batch_size} is less than one step")
         item = group_privacy(epsilon=eps2, delta=spec.delta, group_size=k, conversion="geometric_sum")
-        t0 = time.perf_counter()
-        acc = accounting.account_dpsgd(target_epsilon=item.epsilon, target_delta=item.delta,
-                                       sampling_rate=hcfg.dp_batch_size / n2, steps=steps, accountant=spec.accountant,
-                                       neighboring_relation=spec.calibration_relation or accounting.DEFAULT_RELATION)
-        accounting_seconds, sigma = time.perf_counter() - t0, float(acc.noise_multiplier)
+        plan = make_training_plan(target_epsilon=item.epsilon, target_delta=item.delta, n=n2,
+                                  expected_batch_size=hcfg.dp_batch_size, steps=steps, accountant=spec.accountant,
+                                  neighboring_relation=spec.calibration_relation or accounting.DEFAULT_RELATION)
+        acc, sigma, accounting_seconds = plan.accounting, plan.noise_multiplier, plan.seconds
     t0 = time.perf_counter()
-    out = train_hybrid(model, x_num=rows2[0], x_cat=rows2[1], y=rows2[2], eps1=per_label_eps1, sigma=sigma,
-                       dp_steps=steps, cfg=hcfg, seed=spec.seed, phase1_rows=rows1)
+    out = train_hybrid(model, x_num=rows2[0], x_cat=rows2[1], y=rows2[2], eps1=per_label_eps1, plan=plan,
+                       cfg=hcfg, seed=spec.seed, phase1_rows=rows1)
     seconds = time.perf_counter() - t0
-    if out["phase2_steps"] != steps:
-        raise RuntimeError(f"phase 2 ran {out['phase2_steps']} steps but the accountant was asked for {steps}")
     auc, finite = evaluate_auc(model, out, data)
     details = {"examples_per_user": k, "phase_split": split, "phase1_examples_per_user": k1 if eps1 > 0 else None,
                "users": users, "epsilon1": eps1, "epsilon2": eps2, "phase1_epsilon_per_label": per_label_eps1,

@@ -180,7 +180,6 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
         if not spec.private:
             raise ValueError(f"dpsgd needs a finite epsilon, got {spec.epsilon}")
         run_acc = account_run(spec, n=users, amplification=bool(spec.options.get("amplification", True)))
-        acc = run_acc.accounting
         cfg, model = _build_model(data, np.array([0.5]))  # bias 0: no unaccounted label statistic
         denoiser, n2 = (None, 0) if method == "dpsgd" else _user_denoiser(spec, k)
         res = train_user_level(model, x_num=x_num, x_cat=x_cat, y=y, config=config,

@@ -21,7 +21,8 @@ import numpy as np
 import optax
 
 from labeldp.ads.model import AdsMLP, two_class_logits
-from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step, sample_alt_batch
+from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
+from labeldp.dpsgd.loop import run_dp_loop, split_init_key
 from labeldp.dpsgd.training_plan import DPTrainingPlan
 
 __all__ = ["AdsTrainConfig", "AdsTrainResult", "init_params", "train_on_labels", "train_user_level",
@@ -117,8 +118,8 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
       config: ``learning_rate`` (RMSprop); the batch size and epochs are the plan's.
       clip_norm: C.
       plan: the run's :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan` over the U users: its
-        sampler, steps and sigma (the loop draws exactly ``plan.steps`` batches unless the loss
-        diverges).
+        sampler, steps and sigma (:func:`labeldp.dpsgd.loop.run_dp_loop` draws exactly
+        ``plan.steps`` batches).
       seed: initialisation, batch sampling and noise seed.
       denoiser: a :class:`labeldp.denoisers.Denoiser` (None: NoOp, i.e. DP-SGD).
       alt_batch_users: users in LabelDP-Pro's alternative batch (AltConv); 0 for none.
@@ -137,29 +138,15 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
                            projection_logits_fn=None if denoiser is None else logits,  # carries column_norms
                            denoiser=denoiser, tapped_fn=logits.tapped)
     state = step.init(init_params(model, x_num[:, 0], x_cat[:, 0], seed=seed))
-    key = jax.random.PRNGKey(seed)
-    alt_rng = np.random.default_rng([seed, 2])
-    y_int = np.asarray(y, dtype=np.int32)
-    t0 = time.perf_counter()
-    losses, clipped, steps, diverged = [], [], 0, False
-    for idx, mask in plan.batches(rng=np.random.default_rng([seed, 1]), pad_to=step.pad_to):
-        x_alt = None
-        if alt_batch_users:
-            alt = sample_alt_batch(users, size=alt_batch_users, rng=alt_rng)
-            x_alt = (x_num[alt].reshape(-1, x_num.shape[-1]), x_cat[alt].reshape(-1, x_cat.shape[-1]))
-        batch = Batch(x=(x_num[idx], x_cat[idx]), y=y_int[idx], mask=mask, x_alt=x_alt)
-        state, info = step(state, batch, jax.random.fold_in(key, steps))
-        losses.append(info.loss)
-        clipped.append(info.clipped_fraction)
-        steps += 1
-        if steps % 50 == 0 and not np.isfinite(float(info.loss)):
-            diverged = True
-            break
-    last = float(np.mean(jax.device_get(losses[-max(1, len(losses) // 10):]))) if losses else float("nan")
-    diverged = diverged or not np.isfinite(last)
-    return AdsTrainResult(params=state.params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0,
-                          diverged=diverged,
-                          details={"mean_clipped_fraction": float(np.mean(jax.device_get(clipped))) if clipped else None,
+    loop = run_dp_loop(step=step, state=state, plan=plan, seed=seed, key=split_init_key(seed)[0],
+                       gather=lambda idx: (x_num[idx], x_cat[idx]), labels=np.asarray(y, dtype=np.int32),
+                       alt_batch_size=int(alt_batch_users),
+                       gather_alt=lambda alt: (x_num[alt].reshape(-1, x_num.shape[-1]),
+                                               x_cat[alt].reshape(-1, x_cat.shape[-1])))
+    clipped = loop.clipped_fraction
+    return AdsTrainResult(params=loop.state.params, final_loss=loop.final_loss, steps=loop.steps,
+                          train_seconds=loop.seconds, diverged=loop.diverged,
+                          details={"mean_clipped_fraction": float(np.mean(clipped)) if clipped else None,
                                    "examples_per_user": k, "users": users, **step.describe()})
 
 

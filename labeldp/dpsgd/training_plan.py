@@ -87,13 +87,17 @@ class DPTrainingPlan:
 
 
 def make_training_plan(*, target_epsilon: float, target_delta: float, n: int, expected_batch_size: int,
-                       epochs: float, sampling: str = "poisson", amplification: bool = True,
-                       accountant: str = "pld", neighboring_relation: str | None = None) -> DPTrainingPlan:
+                       epochs: float | None = None, steps: int | None = None, sampling: str = "poisson",
+                       amplification: bool = True, accountant: str = "pld",
+                       neighboring_relation: str | None = None) -> DPTrainingPlan:
     """Calibrates sigma for exactly the run described; the one place a DP run's plan is made.
 
     Args:
       target_epsilon, target_delta: the target the whole run meets.
-      n: training units; expected_batch_size: n1 (``batch_size`` of the grid); epochs: passes.
+      n: training units; expected_batch_size: n1 (``batch_size`` of the grid).
+      epochs: passes over the units; the plan runs ``floor(epochs n / n1)`` steps.
+      steps: instead of ``epochs``, the exact number of steps (for a method whose step count
+        follows another rule, e.g. 002's user-level Hybrid, whose steps do not depend on the cap k).
       sampling: ``"poisson"`` (what the accountant assumes) or ``"shuffle"``.
       amplification: False for denoisers that depend on which units were sampled (000 Section 3.4).
       accountant: ``"pld"`` or ``"rdp"``.
@@ -103,18 +107,24 @@ def make_training_plan(*, target_epsilon: float, target_delta: float, n: int, ex
       The :class:`DPTrainingPlan`.
 
     Raises:
-      ValueError: the batch is larger than the data (lower ``batch_size`` in the grid), or the run
-        has less than one step.
+      ValueError: the batch is larger than the data (lower ``batch_size`` in the grid), the run
+        has less than one step, or not exactly one of ``epochs`` and ``steps`` is given.
     """
     n1 = int(expected_batch_size)
     if n1 > n:
         raise ValueError(f"batch_size {n1} exceeds the training set size {n}; lower it in the grid")
-    steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
-    if steps < 1:
-        raise ValueError(f"{epochs} epochs of batch {n1} over {n} units is less than one step; raise epochs in the grid")
+    if (epochs is None) == (steps is None):
+        raise ValueError("give exactly one of epochs and steps")
+    if steps is None:
+        steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
+        if steps < 1:
+            raise ValueError(f"{epochs} epochs of batch {n1} over {n} units is less than one step; "
+                             "raise epochs in the grid")
+    elif int(steps) < 1:
+        raise ValueError(f"a DP run needs at least one step, got {steps}")
     t0 = time.perf_counter()
     acc = accounting.account_dpsgd(target_epsilon=target_epsilon, target_delta=target_delta, sampling_rate=n1 / n,
                                    steps=steps, amplification=amplification, accountant=accountant,
                                    neighboring_relation=neighboring_relation or accounting.DEFAULT_RELATION)
-    return DPTrainingPlan(n=int(n), expected_batch_size=n1, sampling=sampling, steps=steps,
+    return DPTrainingPlan(n=int(n), expected_batch_size=n1, sampling=sampling, steps=int(steps),
                           amplification=amplification, accounting=acc, seconds=time.perf_counter() - t0)

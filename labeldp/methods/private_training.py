@@ -13,7 +13,6 @@ as is common practice; the record marks that approximation as not a valid guaran
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -21,9 +20,6 @@ import numpy as np
 from labeldp.methods.base import MethodResult, RunSpec
 
 
-BATCH_STREAM = 1
-"""Stream id of the batch-sampling generator, ``numpy.random.default_rng([seed, BATCH_STREAM])``
-(shared with ``baselines.dpsgd_opacus`` so both draw the same Poisson batches)."""
 
 
 def account_run(spec: RunSpec, *, n: int, amplification: bool = True):
@@ -69,10 +65,9 @@ def initial_params(model, *, seed: int):
     Returns:
       ``(key, params)``: the JAX key for the training noise and the Flax parameters.
     """
-    import jax
+    from labeldp.dpsgd.loop import split_init_key
 
-    key = jax.random.key(seed)
-    key, init_key = jax.random.split(key)
+    key, init_key = split_init_key(seed)
     return key, model.init(init_key)
 
 
@@ -96,7 +91,8 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     import optax
     from tqdm.auto import tqdm
 
-    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, sample_alt_batch
+    from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step
+    from labeldp.dpsgd.loop import run_dp_loop
     from labeldp.methods.common import build_model_for
     from labeldp.training import accuracy_pct, audit_log_probs, to_float_images
 
@@ -126,40 +122,22 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
                            formulation=str(spec.options.get("clipping_formulation", "auto")))
     key, params = initial_params(model, seed=spec.seed)
     state = step.init(params)
-    batch_rng = np.random.default_rng([spec.seed, BATCH_STREAM])
-    alt_rng = np.random.default_rng([spec.seed, 2])
     n2 = int(spec.options.get("alt_batch_size") or n1)
-    batches = run_plan.batches(rng=batch_rng, pad_to=cfg.padded_batch_size)
     x_dev, y_dev = jnp.asarray(x_train), jnp.asarray(y_train)
     projection_solver = denoiser.projection_solver(  # for the batch the denoiser projects onto
         rows=min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1),
         k=int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1]), params=params)
-    diverged = False
-    losses = []
-    proj_diag: dict[str, list[float]] = {}  # per-step projection diagnostics (labels never read)
-    t0 = time.perf_counter()
-    for idx, mask in tqdm(batches, total=steps, desc=desc, leave=False, disable=None):  # no bars in job logs
-        x_alt = None
-        if denoiser.uses_alt_batch:
-            x_alt = x_dev[sample_alt_batch(n, size=min(n2, n), rng=alt_rng)]
-        batch = Batch(x=x_dev[idx], y=y_dev[idx], mask=jnp.asarray(mask), x_alt=x_alt)
-        key, sk = jax.random.split(key)
-        state, info = step(state, batch, sk)
-        losses.append(info.loss)
-        for name in ("projection_gap_relative", "projection_iterations", "smoothing_bias_ratio"):
-            if name in info.denoise:
-                proj_diag.setdefault(name, []).append(info.denoise[name])
-    losses = [float(v) for v in losses]
-    train_seconds = time.perf_counter() - t0
-    if not all(np.isfinite(losses)) or not all(np.isfinite(np.asarray(x)).all() for x in jax.tree_util.tree_leaves(state.params)):
-        diverged = True
+    loop = run_dp_loop(step=step, state=state, plan=run_plan, seed=spec.seed, key=key, gather=lambda idx: x_dev[idx],
+                       labels=y_dev, alt_batch_size=min(n2, n) if denoiser.uses_alt_batch else 0,
+                       progress=lambda it, total: tqdm(it, total=total, desc=desc, leave=False, disable=None))
+    state, losses, diverged, train_seconds = loop.state, loop.losses, loop.diverged, loop.seconds
     acc_pct = accuracy_pct(model, state.params, to_float_images(data.x_test), data.y_test)
     steps_per_epoch = n / n1
     metrics: dict[str, Any] = {
         "test_accuracy_pct": acc_pct,
         "diverged": diverged,
         "final_train_loss": losses[-1] if losses else float("nan"),
-        "steps": steps,
+        "steps": loop.steps,
     }
     privacy = run_plan.privacy_outcome(
         mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
@@ -174,5 +152,5 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,
                  "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None,
                  "projection_solver": projection_solver, **step.describe(),
-                 **_projection_summary(proj_diag)},
+                 **_projection_summary(loop.diagnostics)},
     )
