@@ -36,6 +36,10 @@ DATA = config["data_dir"]
 TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "table"]
 FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
 TABLE_RUNS = _plan.runs_by_table(config)
+try:
+    _plan.check_batches_fit(config, TABLE_RUNS)  # a batch larger than the data fails here, before any job
+except ConfigError as err:
+    raise WorkflowError(f"Invalid configuration (fix the key named below):\n{err}")
 RUNS = _plan.all_runs(config, TABLE_RUNS)
 # One training job per sweep (runs sharing all but grid point and seed; labeldp/sweeps.py), at most
 # config `sweep_max_runs` runs each; tables depend on the sweeps' markers.

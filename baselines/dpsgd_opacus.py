@@ -35,6 +35,7 @@ NAME = "dpsgd_opacus"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image",)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
+SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
 OPTIONS = ("init",)
 INITS = ("torch", "flax")
 

@@ -9,6 +9,7 @@ NAME = "hybrid_dpsgd"
 HYPERPARAMETERS = ("dp_learning_rate", "dp_epochs", "dp_batch_size", "clip_norm")
 DATASET_KINDS = ("tabular",)
 CALIBRATES_WITH_ACCOUNTANT = True
+SAMPLED_BATCH_KEYS = ("dp_batch_size",)  # phase 2's Poisson expected batch: at most the training rows
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -12,6 +12,7 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "dp_learning_rate", 
                    "clip_norm")
 DATASET_KINDS = ("tabular",)
 CALIBRATES_WITH_ACCOUNTANT = True  # phase 2's sigma (spec.calibration_relation)
+SAMPLED_BATCH_KEYS = ("dp_batch_size",)  # phase 2's Poisson expected batch: at most the training rows
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -85,6 +85,10 @@ class DatasetSpec:
         synthetic stand-ins in this dataset's raw format (tests / CPU smoke only).
     members:
         For archives: member name -> md5 of the member (checked when reading).
+    train_examples:
+        Examples in the official training split, where the files fix it (the image datasets);
+        the planner refuses, before any job, a Poisson batch larger than the data
+        (:func:`labeldp.plan.check_batches_fit`). None: known only once prepared.
     """
 
     name: str
@@ -104,6 +108,7 @@ class DatasetSpec:
     standin_allowed: bool = False
     members: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
+    train_examples: int | None = None
 
     def file(self, filename: str) -> RemoteFile:
         for f in self.files:
@@ -175,6 +180,7 @@ _MNIST = DatasetSpec(
     raw_format="idx",
     num_classes=10,
     input_shape=(28, 28, 1),
+    train_examples=60000,
     homepage="http://yann.lecun.com/exdb/mnist/",
     citation="LeCun, Bottou, Bengio, Haffner (1998). Gradient-based learning applied to document recognition.",
 )
@@ -208,6 +214,7 @@ _FASHION_MNIST = DatasetSpec(
     raw_format="idx",
     num_classes=10,
     input_shape=(28, 28, 1),
+    train_examples=60000,
     homepage="https://github.com/zalandoresearch/fashion-mnist",
     license="MIT",
     citation="Xiao, Rasul, Vollgraf (2017). Fashion-MNIST. arXiv:1708.07747.",
@@ -241,6 +248,7 @@ _KMNIST = DatasetSpec(
     raw_format="idx",
     num_classes=10,
     input_shape=(28, 28, 1),
+    train_examples=60000,
     homepage="https://github.com/rois-codh/kmnist",
     license="CC BY-SA 4.0",
     citation="Clanuwat et al. (2018). Deep Learning for Classical Japanese Literature. arXiv:1812.01718.",
@@ -265,6 +273,7 @@ _CIFAR10 = DatasetSpec(
     raw_format="cifar10_python",
     num_classes=10,
     input_shape=(32, 32, 3),
+    train_examples=50000,
     homepage="https://www.cs.toronto.edu/~kriz/cifar.html",
     citation="Krizhevsky (2009). Learning Multiple Layers of Features from Tiny Images.",
     standin_allowed=True,

@@ -247,3 +247,14 @@ def test_bad_config_fails_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert "delta" in proc.stdout + proc.stderr
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_batch_larger_than_the_data_fails_before_any_job(tmp_path):
+    overlay = tmp_path / "small.yaml"
+    overlay.write_text("datasets:\n  mnist: {subset: 32, standin: false}\n")
+    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1",
+                           "--configfile", str(REPO / "workflow/config/smoke.yaml"), str(overlay), "--", "table2"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "lower batch_size in grids.smoke" in proc.stdout + proc.stderr
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
