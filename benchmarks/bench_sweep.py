@@ -1,0 +1,169 @@
+"""Runs per hour: one job per run against one sweep job, on one cell of 000 Table 5a (issue 28).
+
+For each method (DP-SGD, LabelDP-Pro) the benchmark plans one cell of Table 5a on MNIST at eps 1
+with the full config's grid (000 Table 8; epochs replaced by ``--epochs``, the first ``--configs``
+grid points, ``--seeds`` seeds) and trains the same runs twice, in this order, on the same machine:
+
+* ``single``: one process per run, the command the ``train`` rule ran before sweeps
+  (``python -m labeldp.runner``): every run imports JAX, loads the data and compiles its step;
+* ``sweep``: one process for all of them (``python -m labeldp.sweep_runner``, the ``sweep`` rule's
+  job): the data is loaded once and compiled programs are reused within the process.
+
+Both modes run with the workflow's persistent JAX compilation cache (``jax_compilation_cache_dir``),
+each from an empty cache, as Snakemake runs them. Every pair of records is compared: the metrics
+and the privacy block must be identical (the sweep is a scheduling change, not a numerical one).
+
+Run: ``.venv/bin/python benchmarks/bench_sweep.py [--subset 10000 --epochs 1 --configs 12 --seeds 1]``.
+Writes ``benchmarks/results/sweep_<device>.{json,md}``. MNIST must be fetched (``snakemake --cores 1
+fetch_mnist``, or ``LABELDP_DATA_MIRROR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from labeldp import plan, sweeps  # noqa: E402
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
+from labeldp.config import load_workflow_config  # noqa: E402
+
+TABLE = "table5_mnist"
+EPSILON = 1.0
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def _config(results: Path, data_dir: Path, *, subset: int, epochs: int, seeds: int) -> dict:
+    cfg = load_workflow_config(REPO / "workflow/config/config.yaml")
+    cfg = copy.deepcopy(cfg)
+    cfg.update(results_dir=str(results), data_dir=str(data_dir), seeds=list(range(seeds)), sweep_max_runs=10_000)
+    cfg["datasets"]["mnist"] = {"subset": subset, "standin": False}
+    cfg["grids"][cfg["grid"]]["table5a"] = {**cfg["grids"][cfg["grid"]]["table5a"], "epochs": [epochs]}
+    cfg["reference_dir"] = str(REPO / "workflow/resources/reference")
+    return cfg
+
+
+def _runs(cfg: dict, method: str, configs: int) -> list:
+    runs = plan.select_runs(cfg, [TABLE], methods={method}, epsilons={EPSILON})
+    points = []
+    for r in runs:
+        key = json.dumps(r.spec.hparams, sort_keys=True)
+        if key not in points:
+            points.append(key)
+    keep = set(points[:configs])
+    return [r for r in runs if json.dumps(r.spec.hparams, sort_keys=True) in keep]
+
+
+def _env(cache: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(REPO), "JAX_COMPILATION_CACHE_DIR": str(cache),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
+def _prepare(raw: Path, out: Path, subset: int) -> None:
+    if out.exists():
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "labeldp.data.prepare", "mnist", "--raw-dir", str(raw), "--out", str(out),
+                    "--subset", str(subset)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _single(runs, cache: Path) -> float:
+    t0 = time.perf_counter()
+    for r in runs:
+        subprocess.run([sys.executable, "-m", "labeldp.runner", "--spec", json.dumps(r.spec.to_dict()),
+                        "--data", r.prepared_path, "--out", r.record_path], check=True, cwd=REPO, env=_env(cache),
+                       stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def _sweep(cfg, runs, cache: Path) -> float:
+    (job,) = sweeps.plan_sweeps(cfg, runs).values()
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "labeldp.sweep_runner", "--sweep", json.dumps(job.to_dict()),
+                    "--data", job.prepared_path, "--marker", job.marker_path], check=True, cwd=REPO, env=_env(cache),
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def _same_records(single, swept) -> bool:
+    for a, b in zip(single, swept):
+        ra, rb = (json.loads(Path(r.record_path).read_text()) for r in (a, b))
+        if ra["metrics"] != rb["metrics"] or ra["privacy"] != rb["privacy"]:
+            return False
+    return True
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--subset", type=int, default=10000, help="MNIST training examples (first n)")
+    p.add_argument("--epochs", type=int, default=1, help="epochs of every grid point (Table 8: 2, 5, 10)")
+    p.add_argument("--configs", type=int, default=36, help="grid points per method (Table 8: 36 for DP-SGD)")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--methods", nargs="+", default=["dpsgd", "labeldp_pro"])
+    p.add_argument("--raw-dir", default=str(REPO / "data/raw/mnist"))
+    p.add_argument("--out", default=None, help="results stem (default benchmarks/results/sweep_<device>)")
+    a = p.parse_args()
+    import jax
+
+    device = jax.devices()[0].platform
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for method in a.methods:
+            row = {"method": method}
+            recs = {}
+            for mode in ("single", "sweep"):
+                cfg = _config(tmp / mode / "results", tmp / "data", subset=a.subset, epochs=a.epochs, seeds=a.seeds)
+                runs = _runs(cfg, method, a.configs)
+                _prepare(Path(a.raw_dir), Path(runs[0].prepared_path), a.subset)
+                cache = tmp / mode / f"jax-cache-{method}"
+                seconds = _single(runs, cache) if mode == "single" else _sweep(cfg, runs, cache)
+                recs[mode] = runs
+                row[f"{mode}_seconds"] = seconds
+                row[f"{mode}_runs_per_hour"] = len(runs) * 3600 / seconds
+                row["runs"] = len(runs)
+                row["configs"] = len({json.dumps(r.spec.hparams, sort_keys=True) for r in runs})
+                print(f"{method} {mode}: {len(runs)} runs in {seconds:.1f} s", flush=True)
+            row["speedup"] = row["single_seconds"] / row["sweep_seconds"]
+            row["records_identical"] = _same_records(recs["single"], recs["sweep"])
+            rows.append(row)
+    meta = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "device": device,
+            "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": os.getloadavg(),
+            "dataset": f"MNIST, first {a.subset} training examples", "epsilon": EPSILON, "epochs": a.epochs,
+            "seeds": a.seeds, "grid": "000 Table 8 (table5a of workflow/config/config.yaml), first grid points"}
+    stem = Path(a.out) if a.out else REPO / f"benchmarks/results/sweep_{device}"
+    write_text_atomic(stem.with_suffix(".json"), json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    lines = [f"# Runs per hour: one job per run vs one sweep job ({meta['date']})", "",
+             f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device}; load average at the end "
+             f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}.",
+             f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
+             f"{meta['grid']}; both modes with an empty persistent JAX compilation cache at the start.", "",
+             "| method | runs (grid points x seeds) | one job per run: s | runs/hour | one sweep job: s | runs/hour | "
+             "speed-up | records identical |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['method']} | {r['runs']} ({r['configs']} x {a.seeds}) | {r['single_seconds']:.1f} | "
+                     f"{r['single_runs_per_hour']:.0f} | {r['sweep_seconds']:.1f} | {r['sweep_runs_per_hour']:.0f} | "
+                     f"{r['speedup']:.2f}x | {r['records_identical']} |")
+    write_text_atomic(stem.with_suffix(".md"), "\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
