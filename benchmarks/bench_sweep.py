@@ -13,7 +13,12 @@ Both modes run with the workflow's persistent JAX compilation cache (``jax_compi
 each from an empty cache, as Snakemake runs them. Every pair of records is compared: the metrics
 and the privacy block must be identical (the sweep is a scheduling change, not a numerical one).
 
-Run: ``.venv/bin/python benchmarks/bench_sweep.py [--subset 10000 --epochs 1 --configs 12 --seeds 1]``.
+Batching runs into one vmapped program (``--vmap R``, R > 1): the MNIST CNN's DP-SGD step (batch
+1024, the book-keeping formulation on CPU) for R runs at once, ``jax.jit(jax.vmap(step.pure_step))``
+over R states, batches and keys, against R calls of the compiled single-run step; seconds per
+run-step of each, side by side in one process.
+
+Run: ``.venv/bin/python benchmarks/bench_sweep.py [--subset 10000 --epochs 1 --configs 12 --seeds 1] [--vmap 4]``.
 Writes ``benchmarks/results/sweep_<device>.{json,md}``. MNIST must be fetched (``snakemake --cores 1
 fetch_mnist``, or ``LABELDP_DATA_MIRROR``).
 """
@@ -102,6 +107,47 @@ def _sweep(cfg, runs, cache: Path) -> float:
     return time.perf_counter() - t0
 
 
+def vmap_ratio(runs: int, *, reps: int = 5) -> dict:
+    """Seconds per run-step: R runs' DP-SGD steps vmapped into one program vs R single-run steps."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+
+    from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step
+    from labeldp.models import build_model
+
+    model = build_model("mnist_cnn", input_shape=(28, 28, 1))
+    step = make_dpsgd_step(model=model, optimizer=optax.sgd(0.1),
+                           config=DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=1024))
+    rng = np.random.default_rng(0)
+    pad = step.pad_to
+
+    def batch(r=None):
+        shape = (pad,) if r is None else (r, pad)
+        return Batch(x=jnp.asarray(rng.random((*shape, 28, 28, 1), np.float32)),
+                     y=jnp.asarray(rng.integers(0, 10, shape), jnp.int32), mask=jnp.ones(shape, jnp.float32))
+
+    states = [step.init(model.init(jax.random.key(i))) for i in range(runs)]
+    stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+    keys = jax.random.split(jax.random.key(1), runs)
+    vstep = jax.jit(jax.vmap(step.pure_step))
+    single_batch, many = batch(), batch(runs)
+    jax.block_until_ready(step(states[0], single_batch, keys[0]))  # compile both
+    jax.block_until_ready(vstep(stacked, many, keys))
+    single, vmapped = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        jax.block_until_ready([step(s, single_batch, k) for s, k in zip(states, keys)])
+        single.append((time.perf_counter() - t0) / runs)
+        t0 = time.perf_counter()
+        jax.block_until_ready(vstep(stacked, many, keys))
+        vmapped.append((time.perf_counter() - t0) / runs)
+    med = sorted(single)[reps // 2], sorted(vmapped)[reps // 2]
+    return {"runs": runs, "single_seconds_per_run_step": med[0], "vmapped_seconds_per_run_step": med[1],
+            "vmap_speedup": med[0] / med[1], "formulation": step.formulation}
+
+
 def _same_records(single, swept) -> bool:
     for a, b in zip(single, swept):
         ra, rb = (json.loads(Path(r.record_path).read_text()) for r in (a, b))
@@ -119,6 +165,7 @@ def main() -> None:
     p.add_argument("--methods", nargs="+", default=["dpsgd", "labeldp_pro"])
     p.add_argument("--raw-dir", default=str(REPO / "data/raw/mnist"))
     p.add_argument("--out", default=None, help="results stem (default benchmarks/results/sweep_<device>)")
+    p.add_argument("--vmap", type=int, default=4, help="runs per vmapped program in the vmap measurement (0: skip)")
     a = p.parse_args()
     import jax
 
@@ -144,12 +191,13 @@ def main() -> None:
             row["speedup"] = row["single_seconds"] / row["sweep_seconds"]
             row["records_identical"] = _same_records(recs["single"], recs["sweep"])
             rows.append(row)
+    vm = vmap_ratio(a.vmap) if a.vmap > 1 else None
     meta = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "device": device,
             "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": os.getloadavg(),
             "dataset": f"MNIST, first {a.subset} training examples", "epsilon": EPSILON, "epochs": a.epochs,
             "seeds": a.seeds, "grid": "000 Table 8 (table5a of workflow/config/config.yaml), first grid points"}
     stem = Path(a.out) if a.out else REPO / f"benchmarks/results/sweep_{device}"
-    write_text_atomic(stem.with_suffix(".json"), json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    write_text_atomic(stem.with_suffix(".json"), json.dumps({"meta": meta, "rows": rows, "vmap": vm}, indent=1) + "\n")
     lines = [f"# Runs per hour: one job per run vs one sweep job ({meta['date']})", "",
              f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device}; load average at the end "
              f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}.",
@@ -161,6 +209,10 @@ def main() -> None:
         lines.append(f"| {r['method']} | {r['runs']} ({r['configs']} x {a.seeds}) | {r['single_seconds']:.1f} | "
                      f"{r['single_runs_per_hour']:.0f} | {r['sweep_seconds']:.1f} | {r['sweep_runs_per_hour']:.0f} | "
                      f"{r['speedup']:.2f}x | {r['records_identical']} |")
+    if vm:
+        lines += ["", f"Batching runs into one vmapped program (MNIST CNN DP-SGD step, batch 1024, {vm['formulation']}): "
+                  f"{vm['runs']} runs vmapped take {vm['vmapped_seconds_per_run_step']:.3f} s per run-step against "
+                  f"{vm['single_seconds_per_run_step']:.3f} s for the single-run step ({vm['vmap_speedup']:.2f}x)."]
     write_text_atomic(stem.with_suffix(".md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -143,6 +143,18 @@ class DPSGDStep:
         new_state, gnorm = self._update_jit(state, denoised)
         return new_state, self._info(stats, gnorm, dinfo)
 
+    def pure_step(self, state: TrainState, batch: Batch, rng: jax.Array) -> tuple[TrainState, StepInfo]:
+        """The un-jitted step for one batch of length ``pad_to`` whose denoiser runs in-jit: the
+        function ``__call__`` compiles, for callers that transform it (``jax.vmap`` over runs).
+
+        Raises:
+          ValueError: the denoiser drives its loop from Python (``host_loop``).
+        """
+        if self.denoiser.host_loop(state.params):
+            raise ValueError(f"the {self.denoiser.name} denoiser runs a Python-driven loop; pure_step needs an "
+                             "in-jit denoiser (loop='fori')")
+        return self._fused(state, self._normalize(batch), rng)
+
     def noisy_gradient(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
         """The privatized gradient g~ of 000 Algorithm 1 line 5 (before the denoiser).
 

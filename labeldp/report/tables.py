@@ -38,7 +38,8 @@ from typing import Any, Mapping, Sequence
 
 from labeldp import records
 from labeldp.plan import (Column, calibration_relation, cell_runs, cell_status, columns, hp_id, nonprivate_column,
-                          table_epsilons)
+                          table_epsilons, table_relation)
+from labeldp.report.search_cost import search_epsilon
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
 from labeldp.report.render import (  # noqa: F401
     NOT_RUN, QUOTED, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
@@ -86,6 +87,8 @@ class Cell:
     calibration_relation: str | None = None
     # max over the reported runs of their epsilon per relation (records' privacy.epsilon_by_relation)
     epsilon_by_relation: dict[str, float] | None = None
+    # eps of releasing every run of the cell's search (labeldp.report.search_cost), table relation
+    search_epsilon: float | None = None
 
 
 # ----------------------------------------------------------------------------- reference
@@ -226,6 +229,9 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     cell.invalid_reason = "; ".join(sorted(x for x in reasons if x)) or None
     if missing:
         cell.reason = f"{missing} of {len(runs)} planned runs missing"
+    if tcfg.get("search_cost", True):
+        cell.search_epsilon = search_epsilon([r for rs in by_hp.values() for r in rs], delta=cell.delta,
+                                             relation=table_relation(config, table))
     return cell
 
 
