@@ -26,6 +26,15 @@ def test_tolerance_per_metric():
     assert S.tolerance_for("test_mse", paper=50.0, std=None, tol=tol) == pytest.approx(5.0)
 
 
+def test_strict_tolerance_never_passes_a_cell_through_its_std():
+    strict = {"accuracy_points": 2.0, "accuracy_std_multiplier": 0.0}
+    assert S.tolerance_for("test_accuracy_pct", paper=90.0, std=17.6, tol=strict) == 2.0
+    rows = S.score_cells([_row("a", 0.1, 85.0, std=4.0, paper=88.0), _row("a", 0.2, 89.0, std=4.0, paper=88.0)], strict)
+    assert [r["within_tolerance"] for r in rows] == [False, True]  # 3 points off fails despite a std of 4
+    cfg = {**repo_config(), "tolerance": strict}
+    assert "strict: the std over seeds is shown, never used" in S.render_markdown(cfg, rows, [], [])
+
+
 def test_cells_scored_only_when_run_and_published():
     rows = [_row("a", 0.1, 91.0, paper=90.0), _row("a", 0.2, 80.0, paper=90.0),
             _row("b", 0.1, None, paper=85.0, status="not run"), _row("b", 0.2, 70.0)]
