@@ -135,6 +135,10 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
     from labeldp.ads.train import AdsTrainConfig, train_on_labels, train_user_level
 
     _check_binary(data, method)
+    held_out = sorted({"validation_fraction", "validation_epsilon"} & set(spec.options))
+    if held_out:
+        raise ValueError(f"{method} on {getattr(data, 'name', 'ads data')}: options {held_out} (held-out selection, "
+                         "labeldp.selection) are implemented for image data only; remove them from the variant")
     if method == "labeldp_pro":  # the variant's denoiser options go to the user-level AltConv
         from labeldp.methods.labeldp_pro import OPTIONS as PRO_OPTIONS
 

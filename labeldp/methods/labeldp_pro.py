@@ -28,11 +28,12 @@ CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calib
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
 _HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
                  "projection_tol", "projection_algorithm")
-OPTIONS = ("denoiser", "amplification", "alt_batch_size", "clipping_formulation") + _HULL_OPTIONS
+_SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")  # honest selection (labeldp.selection)
+OPTIONS = ("denoiser", "amplification", "alt_batch_size", "clipping_formulation") + _HULL_OPTIONS + _SELECTION_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,
-    "self_conv": ("denoiser", "amplification", "clipping_formulation") + _HULL_OPTIONS,
-    "self_span": ("denoiser", "amplification", "clipping_formulation"),
+    "self_conv": ("denoiser", "amplification", "clipping_formulation") + _HULL_OPTIONS + _SELECTION_OPTIONS,
+    "self_span": ("denoiser", "amplification", "clipping_formulation") + _SELECTION_OPTIONS,
 }
 #: The projection when a variant says nothing (the converged projection, issue 13): vertices
 #: clipped to C, one joint simplex, started at the model's predicted probabilities, FISTA to a

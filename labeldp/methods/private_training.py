@@ -77,7 +77,9 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     Args:
       data: prepared image data.
       spec: the run; hparams need ``learning_rate``, ``epochs``, ``batch_size``, ``clip_norm``;
-        options may set ``amplification`` (default True), ``alt_batch_size`` (n2) and
+        options may set ``validation_fraction`` / ``validation_epsilon`` (train on the rest, score on
+        the held-out rows' labels released by RR at that eps, default the run's; :mod:`labeldp.selection`),
+        ``amplification`` (default True), ``alt_batch_size`` (n2) and
         ``clipping_formulation`` (``auto``, ``vmap_grad`` or ``bookkeeping``: how the per-example
         clipped sum is computed, :mod:`labeldp.dpsgd.clipping`; the record's details say which ran).
       denoiser: a :class:`labeldp.denoisers.Denoiser`.
@@ -94,7 +96,8 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step
     from labeldp.dpsgd.loop import run_dp_loop
     from labeldp.methods.common import build_model_for
-    from labeldp.training import accuracy_pct, audit_log_probs, to_float_images
+    from labeldp.selection import noisy_accuracy_pct, release_validation_labels, validation_split, with_validation_release
+    from labeldp.training import accuracy_pct, audit_log_probs, predict_logits, to_float_images
 
     if not spec.private:
         raise ValueError(f"{spec.method} is a private method: epsilon must be finite, got {spec.epsilon}")
@@ -102,6 +105,13 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
     x_train = to_float_images(data.x_train)
     y_train = np.asarray(data.y_train, np.int32)
+    fraction = spec.options.get("validation_fraction")
+    x_val = y_val_noisy = None
+    if fraction is not None:  # honest selection (labeldp.selection): hold out rows, release their labels by RR
+        fit, val = validation_split(x_train.shape[0], float(fraction))
+        eps_val = float(spec.options.get("validation_epsilon") or spec.epsilon)
+        y_val_noisy = release_validation_labels(y_train[val], num_classes=int(data.num_classes), epsilon=eps_val)
+        x_val, x_train, y_train = x_train[val], x_train[fit], y_train[fit]
     n = x_train.shape[0]
 
     amplification_requested = bool(spec.options.get("amplification", True))
@@ -143,6 +153,13 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
                   f"denoiser {denoiser.name}{', no amplification' if not amplification else ''})",
         reasons=tuple(reasons))
+    validation = {}
+    if x_val is not None:
+        metrics["validation_noisy_accuracy_pct"] = noisy_accuracy_pct(np.argmax(predict_logits(model, state.params, x_val), axis=-1),
+                                                                      y_val_noisy)
+        privacy = with_validation_release(privacy, epsilon=eps_val, fraction=float(fraction))
+        validation = {"validation_fraction": float(fraction), "validation_epsilon": eps_val, "n_fit": int(n),
+                      "n_validation": int(y_val_noisy.size)}
     return MethodResult(
         metrics=metrics,
         privacy=privacy,
@@ -151,6 +168,6 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
                  "seconds_per_step": train_seconds / steps, "accounting_seconds": accounting_seconds},
         details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,
                  "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None,
-                 "projection_solver": projection_solver, **step.describe(),
+                 "projection_solver": projection_solver, **step.describe(), **validation,
                  **_projection_summary(loop.diagnostics)},
     )

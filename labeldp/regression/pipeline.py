@@ -27,11 +27,11 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+from labeldp.selection import VALIDATION_SEED, validation_split  # noqa: F401 (re-exported)
 
 __all__ = ["Randomized", "run_label_randomizer", "validation_split", "joint_histogram", "VALIDATION_SEED",
            "prior_epsilon"]
 
-VALIDATION_SEED = 20231  # fixed: the held-out rows are the same for every method, eps and seed
 JOINT_BINS = (26, 40)
 # 003 Section 4: eps1 for the private prior, by data set (0.017 Criteo Search, 0.002 Census);
 # the RAND HIE stand-in (16k rows, 21 labels) takes 0.03 (project choice: Lap(2/0.03) per bin
@@ -64,17 +64,6 @@ def prior_epsilon(data, spec: RunSpec) -> float:
         raise ValueError(f"the prior budget eps1 = {eps1} is not below the run's eps = {spec.epsilon}: nothing is "
                          "left for the randomizer (eps2 = eps - eps1 <= 0); lower prior_epsilon or raise eps")
     return eps1
-
-
-def validation_split(n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """(fit rows, held-out rows) of the training split, fixed by :data:`VALIDATION_SEED`."""
-    if not 0.0 < fraction < 1.0:
-        raise ValueError(f"validation_fraction must be in (0, 1), got {fraction}")
-    perm = np.random.default_rng(VALIDATION_SEED).permutation(n)
-    n_val = max(1, int(round(n * fraction)))
-    if n - n_val < 1:
-        raise ValueError(f"the training split ({n} rows) is too small to hold out {fraction:.0%} for validation")
-    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
 def joint_histogram(labels: np.ndarray, noisy: np.ndarray, *, lower: float, upper: float) -> dict[str, Any]:

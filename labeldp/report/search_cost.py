@@ -14,7 +14,9 @@ Formal statement: if the cell's runs are mechanisms M_1..M_m on the same trainin
 recorded events E_1..E_m, releasing (M_1(D), ..., M_m(D)) and anything computed from them and
 public data is (eps, delta)-DP under the table's neighbouring relation with
 eps = accountant(ComposedDpEvent([E_1..E_m]), delta). A record without an event (the label
-randomizers state a pure eps in text) gives no search cost: ``None``.
+randomizers state a pure eps in text) gives no search cost: ``None``. Runs selected on held-out
+labels released once by randomized response (:mod:`labeldp.selection`) add that release in
+parallel: ``max(composed eps, release eps)``.
 """
 
 from __future__ import annotations
@@ -56,4 +58,7 @@ def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relati
         return None
     event = events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
     eps, _ = event_epsilon(event, delta=delta, neighboring_relation=relation, accountant=SEARCH_ACCOUNTANT[relation])
-    return float(eps)
+    # the held-out labels' one release (labeldp.selection) reads other examples: parallel composition
+    releases = [float(r["privacy"]["accounting"]["validation_release"]["epsilon"]) for r in records
+                if "validation_release" in r["privacy"]["accounting"]]
+    return max([float(eps)] + releases)

@@ -187,8 +187,9 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
         cell.reason = f"no result records ({missing} of {len(runs)} planned runs missing)"
         return cell
     best = None
-    # the honest protocol of 003's figures selects on the noisy held-out labels, not the test set
-    select_on = tcfg.get("selection_metric") or metric
+    # the honest protocol (003's figures, a column's held-out selection: labeldp.selection) selects on the
+    # noisy held-out labels, not the test set
+    select_on = (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric") or metric
     for hp, recs in by_hp.items():
         vals = [_metric(r, metric, auc_nonprivate) for r in recs]
         score = statistics.fmean(_metric(r, select_on, auc_nonprivate) for r in recs)

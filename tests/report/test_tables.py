@@ -367,3 +367,28 @@ def test_a_quoted_column_shows_the_published_value_labelled_never_a_number_of_ou
     absent = tables.build_cell(c, "table6", col, 0.01, ref)  # 000 Table 6 quotes no PATE-FM value at 0.01
     assert cell_text(absent, "test_accuracy_pct") == "quoted: -"
     assert "quoted from Malek et al. (2021)" in cell.reason
+
+
+def test_held_out_selection_and_test_selection_pick_different_planted_points(cfg):
+    """A planted grid: lr 0.1 has the better test accuracy, lr 0.2 the better held-out (noisy
+    label) accuracy; the paper's column picks lr 0.1, the held-out column lr 0.2."""
+    tcfg = cfg["tables"]["table5_mnist"]
+    cfg["variants"].setdefault("dpsgd", {})["heldout10"] = {"validation_fraction": 0.1}
+    tcfg["columns"] = [{"id": "dpsgd", "label": "DP-SGD", "method": "dpsgd"},
+                       {"id": "dpsgd_heldout", "label": "DP-SGD (held-out)", "method": "dpsgd", "variant": "heldout10",
+                        "selection_metric": "validation_noisy_accuracy_pct"}]
+    test_acc = {0.1: 90.0, 0.2: 85.0}
+    val_acc = {0.1: 40.0, 0.2: 45.0}
+    for col in plan.columns(tcfg):
+        for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
+            lr = run.spec.hparams["learning_rate"]
+            _write(cfg, run, test_acc[lr])
+            if col.id == "dpsgd_heldout":
+                rec = records.read_record(run.record_path)
+                rec["metrics"]["validation_noisy_accuracy_pct"] = val_acc[lr]
+                Path(run.record_path).unlink()
+                records.write_record(run.record_path, rec)
+    res = tables.build_table(cfg, "table5_mnist")
+    assert res.cells[("dpsgd", 0.1)].best_hparams == {"learning_rate": 0.1}
+    assert res.cells[("dpsgd_heldout", 0.1)].best_hparams == {"learning_rate": 0.2}
+    assert res.cells[("dpsgd_heldout", 0.1)].mean == pytest.approx(85.0)  # its TEST accuracy is reported

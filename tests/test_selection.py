@@ -1,0 +1,60 @@
+"""Honest selection (labeldp.selection): the held-out split, the one release of its labels, and
+the privacy of a run that scores on them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from labeldp import accounting
+from labeldp.methods.base import PrivacyOutcome, RunSpec
+from labeldp.selection import (noisy_accuracy_pct, release_validation_labels, validation_split,
+                               with_validation_release)
+
+
+def test_the_split_is_fixed_disjoint_and_complete():
+    fit, val = validation_split(1000, 0.1)
+    fit2, val2 = validation_split(1000, 0.1)
+    assert np.array_equal(val, val2) and val.size == 100 and fit.size == 900
+    assert np.array_equal(np.sort(np.concatenate([fit, val])), np.arange(1000))
+    with pytest.raises(ValueError, match="validation_fraction"):
+        validation_split(1000, 1.0)
+
+
+def test_the_held_out_labels_are_released_once_by_k_ary_rr():
+    y = np.random.default_rng(0).integers(0, 10, 20000)
+    a = release_validation_labels(y, num_classes=10, epsilon=1.0)
+    assert np.array_equal(a, release_validation_labels(y, num_classes=10, epsilon=1.0))  # one release per cell
+    keep = math.e / (math.e + 9)
+    assert np.mean(a == y) == pytest.approx(keep, abs=4 * math.sqrt(keep * (1 - keep) / y.size))
+    assert noisy_accuracy_pct(y, a) == pytest.approx(100 * np.mean(a == y))
+
+
+def test_a_run_scoring_on_the_release_is_max_of_both_epsilons_under_each_relation():
+    acc = accounting.account_dpsgd(target_epsilon=0.5, target_delta=1e-5, sampling_rate=0.02, steps=50)
+    p = PrivacyOutcome(epsilon=float(acc.epsilon), delta=1e-5, mechanism="dpsgd", accounting=acc.to_dict(),
+                       neighboring_relation="add_or_remove", epsilon_by_relation=dict(acc.epsilon_by_relation))
+    out = with_validation_release(p, epsilon=0.8, fraction=0.1)
+    assert out.epsilon == pytest.approx(0.8) and out.epsilon_by_relation["add_or_remove"] == pytest.approx(0.8)
+    assert out.epsilon_by_relation["label_substitution"] == pytest.approx(
+        max(0.8, acc.epsilon_by_relation["label_substitution"]))
+    assert out.accounting["validation_release"]["epsilon"] == 0.8 and out.accounting["event"] == acc.to_dict()["event"]
+    low = with_validation_release(p, epsilon=0.1, fraction=0.1)  # a cheaper release costs nothing extra
+    assert low.epsilon == pytest.approx(p.epsilon)
+
+
+def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release():
+    from labeldp.methods import registry
+    from tests.baselines.test_label_baselines import _fake_data
+
+    spec = RunSpec(dataset="mnist", method="dpsgd", variant="heldout10", epsilon=0.5, delta=1e-5, seed=0,
+                   hparams=dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=1.0),
+                   options={"validation_fraction": 0.25, "validation_epsilon": 3.0})
+    res = registry.get_method("dpsgd").run(_fake_data(n_train=256, n_test=32), spec)
+    d = res.details
+    assert d["n_fit"] == 192 and d["n_validation"] == 64 and res.details["steps"] == 192 // 64
+    assert 0.0 <= res.metrics["validation_noisy_accuracy_pct"] <= 100.0
+    assert res.privacy.epsilon == pytest.approx(3.0)  # the release's budget is in the record's eps
+    assert res.privacy.accounting["validation_release"]["fraction"] == 0.25
