@@ -68,6 +68,7 @@ rule all:
         expand(f"{REPORTS}/tables/{{t}}.md", t=TABLES),
         expand(f"{REPORTS}/figures/{{t}}.md", t=FIGURES),
         f"{REPORTS}/scorecard.md",
+        expand(f"{REPORTS}/figures/{{e}}.md", e=list(config.get("paper_examples") or {})),
         # the label-canary audit, where the config asks for it in `all` (the smoke profile does)
         [f"{config['reports_dir']}/audit/audit.passed"] if (config.get("audit") or {}).get("in_all") else [],
 
@@ -78,3 +79,4 @@ include: "workflow/rules/ssl.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/audit.smk"
+include: "workflow/rules/examples.smk"

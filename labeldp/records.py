@@ -305,10 +305,12 @@ def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
 
 def record_paths(results_dir: str | os.PathLike) -> list[Path]:
     """Every run record under a results directory, sorted: its ``*.json`` files except those of the
-    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``) and the sweeps'
-    markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`), which are not runs."""
+    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), the sweeps'
+    markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`) and the papers' worked examples
+    (``<results_dir>/examples/``, :mod:`labeldp.regression.paper_example`), which are not runs."""
     root = Path(results_dir)
-    return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in ("ssl", ".sweeps"))
+    return sorted(p for p in root.rglob("*.json")
+                  if p.relative_to(root).parts[0] not in ("ssl", ".sweeps", "examples"))
 
 
 def read_record(path: str | os.PathLike) -> dict[str, Any]:

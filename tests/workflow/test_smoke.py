@@ -78,7 +78,7 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     first = None
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
-        recs = sorted(r for r in (work / "results/smoke").rglob("*.json") if not {"ssl", ".sweeps"} & set(r.relative_to(work).parts)) \
+        recs = sorted(r for r in (work / "results/smoke").rglob("*.json") if not {"ssl", ".sweeps", "examples"} & set(r.relative_to(work).parts)) \
             if (work / "results/smoke").exists() else []
         # a record counts as a finished job once Snakemake has also cleared its incomplete
         # marker (the runner writes the file just before its process exits)
@@ -161,6 +161,10 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         rows = _rows(rep / f"figures/{f}.csv")
         assert rows and all(r["status"] == "ok" and float(r["test_mse_mean"]) > 0 for r in rows), rows
         assert "STAND-IN DATA" in (rep / f"figures/{f}.md").read_text()
+    # 003 Figure 2, exact from its record: the paper's RR-on-Bins numbers and an unbiased randomizer off [0, 2]
+    ex = (rep / "figures/unbiased_figure2.md").read_text()
+    assert "Phi(0) = 0.396, Phi(1) = Phi(2) = 0.720" in ex and "0 inside [0, 2]" in ex
+    assert all((rep / "figures" / f"unbiased_figure2.{e}").stat().st_size > 0 for e in ("csv", "png", "pdf"))
     g3 = (rep / "tables/tableG3.md").read_text()
     assert "(2.38)" in g3 and "STAND-IN DATA" in g3  # the paper's values beside ours
 
@@ -174,7 +178,7 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     # run records (the SimCLR pre-training's own files under results/smoke/ssl and the sweeps'
     # markers under results/smoke/.sweeps are not run records)
     recs = [json.loads(p.read_text()) for p in (work / "results/smoke").rglob("*.json")
-            if not {"ssl", ".sweeps"} & set(p.relative_to(work).parts)]
+            if not {"ssl", ".sweeps", "examples"} & set(p.relative_to(work).parts)]
     markers = [json.loads(p.read_text()) for p in (work / "results/smoke/.sweeps").rglob("*.json")]
     in_sweeps = [r for m in markers for r in m["records"]]  # the training records (the audit's runs are its own)
     assert markers and len(in_sweeps) == len(set(in_sweeps)) and all((work / r).exists() for r in in_sweeps)
@@ -236,7 +240,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
