@@ -26,7 +26,7 @@ rule paper_example_figure:
     output:
         md=f"{REPORTS}/figures/{{example}}.md",
         csv=f"{REPORTS}/figures/{{example}}.csv",
-        png=report(f"{REPORTS}/figures/{{example}}.png", caption="../report/plot.rst", category="Figures",
+        png=report(f"{REPORTS}/figures/{{example}}.png", caption="../report/example.rst", category="Figures",
                    subcategory="paper 003", labels=lambda wc: {"figure": wc.example, "format": "png"}),
         pdf=f"{REPORTS}/figures/{{example}}.pdf",
     wildcard_constraints:
