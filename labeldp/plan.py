@@ -282,8 +282,16 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
 
 
 def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
-    """Every run a table needs (only runnable columns), including its non-private reference."""
+    """Every run a table needs (only runnable columns), including its non-private reference; a
+    ``renderer: run_times`` table (000 Table 11) plans none of its own: its sources' runs of its methods."""
     tcfg = config["tables"][table]
+    if tcfg.get("renderer") == "run_times":
+        seen: dict[str, PlannedRun] = {}
+        for src in tcfg["sources"]:
+            for r in table_runs(config, src["table"]):
+                if r.spec.method in tcfg["methods"]:
+                    seen.setdefault(r.record_path, r)
+        return list(seen.values())
     runs: list[PlannedRun] = []
     for col in columns(tcfg):
         ok, _ = cell_status(config, table, col)
@@ -305,8 +313,19 @@ def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
 
 
 def runs_by_table(config: Mapping[str, Any]) -> dict[str, list[PlannedRun]]:
-    """:func:`table_runs` of every table (planned once; the Snakefile keeps it)."""
-    return {table: table_runs(config, table) for table in config["tables"]}
+    """:func:`table_runs` of every table (planned once; the Snakefile keeps it; a ``run_times`` table
+    reuses its sources' plans)."""
+    out = {table: table_runs(config, table) for table, tcfg in config["tables"].items()
+           if tcfg.get("renderer") != "run_times"}
+    for table, tcfg in config["tables"].items():
+        if tcfg.get("renderer") == "run_times":
+            seen: dict[str, PlannedRun] = {}
+            for src in tcfg["sources"]:
+                for r in out.get(src["table"], []):
+                    if r.spec.method in tcfg["methods"]:
+                        seen.setdefault(r.record_path, r)
+            out[table] = list(seen.values())
+    return {table: out[table] for table in config["tables"]}
 
 
 def all_runs(config: Mapping[str, Any], by_table: Mapping[str, list[PlannedRun]] | None = None
@@ -415,6 +434,13 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
     if config["grid"] not in config["grids"]:
         raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
     for table, tcfg in config["tables"].items():
+        if tcfg.get("renderer") == "run_times":  # 000 Table 11: built from other tables' records
+            for i, src in enumerate(tcfg["sources"]):
+                other = config["tables"].get(src["table"])
+                if other is None or other.get("renderer") == "run_times":
+                    raise ConfigError(f"tables.{table}.sources[{i}].table: {src['table']!r} is not a table of this "
+                                      f"config with runs; tables: {sorted(config['tables'])}")
+            continue
         ds = tcfg["dataset"]
         if dataset_kind(ds) is None:
             raise ConfigError(f"tables.{table}.dataset: unknown dataset {ds!r}; known: {sorted(DATASET_KINDS)} "

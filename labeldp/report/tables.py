@@ -332,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = json.loads(args.config_json)
     if args.table not in config["tables"]:
         raise SystemExit(f"error: unknown table {args.table!r}; known: {sorted(config['tables'])}")
+    if config["tables"][args.table].get("renderer") == "run_times":  # 000 Table 11, from other tables' records
+        from labeldp.report.run_times import main_run_times
+
+        return main_run_times(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
     if config["tables"][args.table].get("renderer") == "regression":  # 003's figures and Table G.3
         from labeldp.report.regression import main_regression
 
