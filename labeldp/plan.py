@@ -13,7 +13,6 @@ import functools
 import itertools
 import os
 import math
-from pathlib import Path
 from typing import Any, Mapping
 
 from labeldp import feature_datasets

@@ -1,6 +1,5 @@
 """Table content from hand-made records: selection, std, Delta columns, bold, not run, marks."""
 
-import math
 import re
 import statistics
 from pathlib import Path
