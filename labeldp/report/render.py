@@ -277,8 +277,8 @@ def search_cost_lines(res: TableResult) -> list[str]:
     if not cols:
         return []
     rel = table_relation(res.config, res.table)
-    out = ["", f"Privacy the search spent ({RELATION_SHORT[rel]}): each cell above is the best of its runs by test "
-           "accuracy, so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
+    out = ["", f"Privacy the search spent ({RELATION_SHORT[rel]}): each cell above is the best of its runs (by test "
+           "accuracy, or on held-out labels), so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
            "composed by dp_accounting (runs in the cell in parentheses; labeldp/report/search_cost.py):", "",
            "| eps | " + " | ".join(c.label for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for e in res.epsilons:
