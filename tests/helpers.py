@@ -31,3 +31,13 @@ def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
     monkeypatch.setattr(registry, "is_implemented", lambda n: n in fakes or real_is(n))
     monkeypatch.setattr(registry, "get_method", lambda n: fakes[n] if n in fakes else real_get(n))
     return fakes
+
+
+def prepared_attribution(directory, *, n_rows: int = 2500, seed: int = 1):
+    """A prepared SYNTHETIC Criteo Attribution stand-in (users and sensitive features) in ``directory``."""
+    from labeldp.data import criteo_attribution
+    from labeldp.data.tabular import load_prepared_tabular
+
+    criteo_attribution.write_standin(directory / "raw", n_rows=n_rows, seed=seed)
+    return load_prepared_tabular(criteo_attribution.prepare_dataset(raw_dir=directory / "raw", out_path=directory / "p.npz",
+                                                                    source="synthetic_standin"))

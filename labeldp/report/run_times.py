@@ -14,8 +14,6 @@ hardware).
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import statistics
 from collections import defaultdict
@@ -24,7 +22,7 @@ from typing import Any, Mapping
 
 from labeldp import records
 from labeldp.plan import table_runs
-from labeldp.report.render import save_figure, write_atomic_text
+from labeldp.report.render import save_figure, write_atomic_text, write_csv
 
 __all__ = ["build_rows", "main_run_times", "METRIC"]
 
@@ -129,12 +127,8 @@ def main_run_times(config, table: str, out_dir: Path, plot_dir: Path | None = No
 
     rows = build_rows(config, table, load_reference(config["reference_dir"]))
     md = _markdown(config, table, rows)
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["table"])
-    writer.writeheader()
-    writer.writerows(rows)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic_text(out_dir / f"{table}.csv", buf.getvalue())
+    write_csv(out_dir / f"{table}.csv", rows)
     write_atomic_text(out_dir / f"{table}.tex", "% generated from result records (same content as the .md)\n"
                       "\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n")
     plots = plot_dir or out_dir

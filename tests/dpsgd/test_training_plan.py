@@ -90,13 +90,9 @@ def test_opacus_twin_draws_the_plans_batches(monkeypatch):
 @pytest.fixture(scope="module")
 def ads_data(tmp_path_factory):
     """A prepared SYNTHETIC Criteo Attribution stand-in (users and sensitive features)."""
-    from labeldp.data import criteo_attribution
-    from labeldp.data.tabular import load_prepared_tabular
+    from tests.helpers import prepared_attribution
 
-    d = tmp_path_factory.mktemp("attr")
-    criteo_attribution.write_standin(d / "raw", n_rows=2500, seed=1)
-    return load_prepared_tabular(criteo_attribution.prepare_dataset(raw_dir=d / "raw", out_path=d / "p.npz",
-                                                                    source="synthetic_standin"))
+    return prepared_attribution(tmp_path_factory.mktemp("attr"), n_rows=2500, seed=1)
 
 
 @pytest.mark.parametrize("method", ["dpsgd", "labeldp_pro"])

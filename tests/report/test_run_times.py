@@ -54,12 +54,7 @@ def test_medians_per_machine_and_missing_methods_not_run(cfg):
 def test_the_scorecard_does_not_score_timings(cfg, tmp_path):
     rows = run_times.build_rows(cfg, "table11", tables.load_reference(cfg["reference_dir"]))
     path = tmp_path / "table11.csv"
-    import csv
-
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    tables.write_csv(path, rows)
     cells, summary, claims = scorecard.build(cfg, [path])
     assert cells == [] and summary == [] and claims == []
 
