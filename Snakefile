@@ -18,6 +18,7 @@ os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.g
 sys.path.insert(0, workflow.basedir)
 
 from labeldp import plan as _plan
+from labeldp import batch_fit as _batch_fit
 from labeldp.config import gpu_slots_env, jax_cache_env, validate_config
 from labeldp.plan import ConfigError
 
@@ -37,7 +38,7 @@ TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "t
 FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
 TABLE_RUNS = _plan.runs_by_table(config)
 try:
-    _plan.check_batches_fit(config, TABLE_RUNS)  # a batch larger than the data fails here, before any job
+    _batch_fit.check_batches_fit(config, TABLE_RUNS)  # a batch larger than the data fails here, before any job
 except ConfigError as err:
     raise WorkflowError(f"Invalid configuration (fix the key named below):\n{err}")
 RUNS = _plan.all_runs(config, TABLE_RUNS)

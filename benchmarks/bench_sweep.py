@@ -30,7 +30,6 @@ import copy
 import datetime as _dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -43,16 +42,10 @@ sys.path.insert(0, str(REPO))
 from labeldp import plan, sweeps  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 from labeldp.config import load_workflow_config  # noqa: E402
+from bench_dpsgd_step import cpu_model  # noqa: E402  (the same machine line as the step benchmark)
 
 TABLE = "table5_mnist"
 EPSILON = 1.0
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def _config(results: Path, data_dir: Path, *, subset: int, epochs: int, seeds: int) -> dict:

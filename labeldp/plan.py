@@ -285,12 +285,7 @@ def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
     ``renderer: run_times`` table (000 Table 11) plans none of its own: its sources' runs of its methods."""
     tcfg = config["tables"][table]
     if tcfg.get("renderer") == "run_times":
-        seen: dict[str, PlannedRun] = {}
-        for src in tcfg["sources"]:
-            for r in table_runs(config, src["table"]):
-                if r.spec.method in tcfg["methods"]:
-                    seen.setdefault(r.record_path, r)
-        return list(seen.values())
+        return _timed_runs(tcfg, lambda src: table_runs(config, src))
     runs: list[PlannedRun] = []
     for col in columns(tcfg):
         ok, _ = cell_status(config, table, col)
@@ -302,6 +297,16 @@ def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
     if np_col is not None and cell_status(config, table, np_col)[0]:
         runs.extend(cell_runs(config, table, np_col, math.inf))
     return runs
+
+
+def _timed_runs(tcfg: Mapping[str, Any], runs_of) -> list[PlannedRun]:
+    """A ``run_times`` table's runs: its sources' (``runs_of(table)``) runs of its methods, each once."""
+    seen: dict[str, PlannedRun] = {}
+    for src in tcfg["sources"]:
+        for r in runs_of(src["table"]):
+            if r.spec.method in tcfg["methods"]:
+                seen.setdefault(r.record_path, r)
+    return list(seen.values())
 
 
 def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
@@ -318,12 +323,7 @@ def runs_by_table(config: Mapping[str, Any]) -> dict[str, list[PlannedRun]]:
            if tcfg.get("renderer") != "run_times"}
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") == "run_times":
-            seen: dict[str, PlannedRun] = {}
-            for src in tcfg["sources"]:
-                for r in out.get(src["table"], []):
-                    if r.spec.method in tcfg["methods"]:
-                        seen.setdefault(r.record_path, r)
-            out[table] = list(seen.values())
+            out[table] = _timed_runs(tcfg, lambda src: out.get(src, []))
     return {table: out[table] for table in config["tables"]}
 
 
@@ -337,60 +337,6 @@ def all_runs(config: Mapping[str, Any], by_table: Mapping[str, list[PlannedRun]]
         for r in runs:
             out.setdefault(r.record_path, r)
     return out
-
-
-@functools.lru_cache(maxsize=None)
-def sampled_batch_keys(method: str) -> tuple[str, ...]:
-    """A method's ``SAMPLED_BATCH_KEYS``: the hyper-parameters that are a Poisson sampler's expected
-    batch size, which must not exceed the training units (``()`` if none or not implemented)."""
-    if not registry.is_implemented(method):
-        return ()
-    return tuple(getattr(registry.get_method(method), "SAMPLED_BATCH_KEYS", ()) or ())
-
-
-def training_units_bound(config: Mapping[str, Any], dataset: str) -> int | None:
-    """An upper bound on the training examples of ``dataset`` as the config prepares it, where the
-    files fix it (image datasets and their features: the official split, a stand-in's size, or
-    ``datasets.<name>.subset``); None where only the prepared data knows (tabular data, users)."""
-    from labeldp.data.rawformats import STANDIN_SIZES
-    from labeldp.data.registry import get_spec
-
-    base = feature_datasets.features_base(dataset, DATASET_KINDS) or dataset
-    if DATASET_KINDS.get(base) != "image":
-        return None
-    dcfg = dataset_cfg(config, base)
-    full = STANDIN_SIZES[0] if dcfg.get("standin") else get_spec(base).train_examples
-    if full is None:
-        return None
-    return min(int(full), int(dcfg["subset"])) if dcfg.get("subset") else int(full)
-
-
-def check_batches_fit(config: Mapping[str, Any], by_table: Mapping[str, list[PlannedRun]]) -> None:
-    """Refuses, before any job, a planned run whose Poisson batch exceeds its training data.
-
-    Raises:
-      ConfigError: naming the table, the grid point's key and value, the data's size and the fix.
-    """
-    bounds: dict[str, int | None] = {}
-    for table, runs in by_table.items():
-        for run in runs:
-            spec = run.spec
-            keys = sampled_batch_keys(spec.method)
-            if not keys:
-                continue
-            if spec.dataset not in bounds:
-                bounds[spec.dataset] = training_units_bound(config, spec.dataset)
-            bound = bounds[spec.dataset]
-            for key in keys:
-                value = spec.hparams.get(key)
-                if bound is not None and value is not None and int(value) > bound:
-                    grid = (config["tables"][table] or {}).get("grid", table)
-                    raise ConfigError(
-                        f"tables.{table}: {spec.method} on {spec.dataset} samples batches of {key} = {value}, more "
-                        f"than the {bound} training examples the config prepares; lower {key} in "
-                        f"grids.{config.get('grid')}.{grid} (or its column's grid filter), or raise "
-                        f"datasets.{feature_datasets.features_base(spec.dataset, DATASET_KINDS) or spec.dataset}"
-                        ".subset")
 
 
 def select_runs(config: Mapping[str, Any], tables, *, methods=(), epsilons=(), seeds=()) -> list[PlannedRun]:

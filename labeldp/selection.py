@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from labeldp.mechanisms.classification import randomized_response
 from labeldp.methods.base import PrivacyOutcome
 
 __all__ = ["VALIDATION_SEED", "validation_split", "release_validation_labels", "noisy_accuracy_pct",
@@ -55,8 +56,6 @@ def validation_split(n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
 def release_validation_labels(labels: np.ndarray, *, num_classes: int, epsilon: float) -> np.ndarray:
     """The held-out labels through K-ary randomized response at ``epsilon`` (eps-label-DP), from a
     stream fixed by :data:`VALIDATION_SEED`: one release per cell, whatever run asks for it."""
-    from labeldp.mechanisms.classification import randomized_response
-
     return np.asarray(randomized_response(np.asarray(labels, np.int64), num_classes=num_classes, epsilon=epsilon,
                                           rng=np.random.default_rng([VALIDATION_SEED, 1])))
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from labeldp import plan
+from labeldp import batch_fit, plan
 from labeldp.methods import registry
 from labeldp.config import validate_config
 from labeldp.plan import ConfigError
@@ -30,7 +30,7 @@ def test_dated_report_configs_are_valid_and_plan(files):
     cfg = load_workflow_config(*(REPO / "workflow/config" / f for f in files))
     runs = plan.all_runs(cfg)
     assert runs
-    plan.check_batches_fit(cfg, plan.runs_by_table(cfg))  # no grid point samples more than its data
+    batch_fit.check_batches_fit(cfg, plan.runs_by_table(cfg))  # no grid point samples more than its data
     if files == ("gpu_report.yaml", "labeldp_pro_cpu.yaml"):
         # every column but the converged one is Table 5a's own runs (the GPU report's records);
         # the converged columns run LabelDP-Pro's own lr and n2 32, at lambda 1 and 0.85 (MNIST's best);
@@ -263,20 +263,20 @@ def test_a_column_not_run_in_a_config_plans_nothing_and_says_why():
 
 def test_a_batch_larger_than_the_data_is_refused_before_any_job_naming_the_key():
     cfg = repo_config("smoke.yaml")
-    plan.check_batches_fit(cfg, plan.runs_by_table(cfg))  # the smoke grid fits its subsets
+    batch_fit.check_batches_fit(cfg, plan.runs_by_table(cfg))  # the smoke grid fits its subsets
     cfg["datasets"]["mnist"] = {"subset": 32, "standin": False}  # the smoke grid's DP batch is 64
     with pytest.raises(ConfigError, match=r"batch_size = 64, more than the 32 training examples.*lower batch_size in "
                                           r"grids\.smoke\..*datasets\.mnist\.subset"):
-        plan.check_batches_fit(cfg, plan.runs_by_table(cfg))
+        batch_fit.check_batches_fit(cfg, plan.runs_by_table(cfg))
 
 
 def test_the_data_bound_is_the_split_the_stand_in_or_the_subset_and_unknown_for_tabular_data():
     cfg = repo_config()
     cfg["datasets"]["mnist"] = {"subset": None, "standin": False}
-    assert plan.training_units_bound(cfg, "mnist") == 60000
+    assert batch_fit.training_units_bound(cfg, "mnist") == 60000
     cfg["datasets"]["cifar10"] = {"subset": 100000, "standin": True}
-    assert plan.training_units_bound(cfg, "cifar10") == 512  # the stand-in writer's size
+    assert batch_fit.training_units_bound(cfg, "cifar10") == 512  # the stand-in writer's size
     cfg["datasets"]["cifar10"] = {"subset": 300, "standin": False}
-    assert plan.training_units_bound(cfg, "cifar10") == 300
-    assert plan.training_units_bound(cfg, "criteo_attribution") is None  # users: known once prepared
-    assert set(plan.sampled_batch_keys("hybrid")) == {"dp_batch_size"} and plan.sampled_batch_keys("rr") == ()
+    assert batch_fit.training_units_bound(cfg, "cifar10") == 300
+    assert batch_fit.training_units_bound(cfg, "criteo_attribution") is None  # users: known once prepared
+    assert set(batch_fit.sampled_batch_keys("hybrid")) == {"dp_batch_size"} and batch_fit.sampled_batch_keys("rr") == ()

@@ -88,7 +88,7 @@ class DatasetSpec:
     train_examples:
         Examples in the official training split, where the files fix it (the image datasets);
         the planner refuses, before any job, a Poisson batch larger than the data
-        (:func:`labeldp.plan.check_batches_fit`). None: known only once prepared.
+        (:func:`labeldp.batch_fit.check_batches_fit`). None: known only once prepared.
     """
 
     name: str

@@ -27,7 +27,7 @@ A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or `
 ``SAMPLED_BATCH_KEYS: tuple[str, ...]`` (optional, default none)
     the hyper-parameters that are a Poisson sampler's expected batch size (``batch_size``,
     Hybrid's ``dp_batch_size``); the planner refuses, before any job, a grid point whose batch
-    exceeds the training data where the config fixes its size (:func:`labeldp.plan.check_batches_fit`).
+    exceeds the training data where the config fixes its size (:func:`labeldp.batch_fit.check_batches_fit`).
 
 ``USES_PRIVATE_PRIOR: bool`` (optional, default False)
     True for 003's randomizers that spend part of eps (eps1, ``labeldp.regression.pipeline``) on a

@@ -30,7 +30,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from labeldp import records
 from labeldp.atomic_io import write_text_atomic
+from labeldp.mechanisms.regression_bins import rr_on_bins
+from labeldp.mechanisms.regression_unbiased import optimal_unbiased_randomizer
 
 __all__ = ["TABLE1", "LABELS", "example_record", "render_figure2"]
 
@@ -62,9 +65,6 @@ def example_record(*, epsilon: float, num_outputs: int) -> dict[str, Any]:
     Returns:
       ``{"metrics", "details", "privacy", "timings"}``.
     """
-    from labeldp.mechanisms.regression_bins import rr_on_bins
-    from labeldp.mechanisms.regression_unbiased import optimal_unbiased_randomizer
-
     prior = TABLE1.sum(axis=0)
     t0 = time.perf_counter()
     opt = optimal_unbiased_randomizer(LABELS, prior, epsilon=epsilon, num_outputs=num_outputs)
@@ -155,8 +155,6 @@ def render_figure2(record: Mapping[str, Any], *, out_dir: Path, name: str) -> li
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from labeldp import records
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("record", help="compute the example and write its record")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from labeldp import records
 from labeldp.atomic_io import write_text_atomic
 from labeldp.plan import calibration_relation, format_eps, table_relation
+from labeldp.report.search_cost import search_cost_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from labeldp.report.tables import Cell, TableResult
@@ -260,34 +261,12 @@ def render_markdown(res: TableResult) -> str:
                    for (label, why), eps in by_reason.items())
     invalid = sorted({f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}" for c in res.columns
                       for e in res.epsilons if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid})
-    out += search_cost_lines(res)
+    out += search_cost_lines(res, relation_label=RELATION_SHORT[table_relation(res.config, res.table)])
     if notes:
         out += ["", "Notes:"] + [f"- {n}" for n in notes]
     if invalid:
         out += ["", "† Not private as accounted:"] + [f"- {n}" for n in invalid]
     return "\n".join(out) + "\n"
-
-
-def search_cost_lines(res: TableResult) -> list[str]:
-    """The privacy every cell's search spent (:mod:`labeldp.report.search_cost`), for the columns
-    whose cells hold more than one run; nothing when none does."""
-    cols = [c for c in res.columns
-            if any(res.cells[(c.id, e)].search_epsilon is not None and res.cells[(c.id, e)].n_runs > 1
-                   for e in res.epsilons)]
-    if not cols:
-        return []
-    rel = table_relation(res.config, res.table)
-    out = ["", f"Privacy the search spent ({RELATION_SHORT[rel]}): each cell above is the best of its runs (by test "
-           "accuracy, or on held-out labels), so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
-           "composed by dp_accounting (runs in the cell in parentheses; labeldp/report/search_cost.py):", "",
-           "| eps | " + " | ".join(c.label for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
-    for e in res.epsilons:
-        row = [format_eps(e)]
-        for c in cols:
-            cell = res.cells[(c.id, e)]
-            row.append("-" if cell.search_epsilon is None else f"{cell.search_epsilon:.3g} ({cell.n_runs})")
-        out.append("| " + " | ".join(row) + " |")
-    return out
 
 
 def render_latex(res: TableResult) -> str:

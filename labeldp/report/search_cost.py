@@ -26,8 +26,9 @@ from typing import Any, Mapping, Sequence
 import dp_accounting
 
 from labeldp.accounting import event_epsilon, event_from_description
+from labeldp.plan import format_eps
 
-__all__ = ["search_epsilon", "SEARCH_ACCOUNTANT"]
+__all__ = ["search_epsilon", "search_cost_lines", "SEARCH_ACCOUNTANT"]
 
 #: The accountant per relation: RDP under add-or-remove (a valid upper bound, about 6x faster than
 #: PLD on a 108-run cell here: 3.9 s against 22.7 s, 1.39 against 1.34), PLD under label
@@ -62,3 +63,29 @@ def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relati
     releases = [float(r["privacy"]["accounting"]["validation_release"]["epsilon"]) for r in records
                 if "validation_release" in r["privacy"]["accounting"]]
     return max([float(eps)] + releases)
+
+
+def search_cost_lines(res, *, relation_label: str) -> list[str]:
+    """Markdown lines under a table: the privacy every cell's search spent (each cell's
+    ``search_epsilon``), for the columns whose cells hold more than one run; nothing when none does.
+
+    Args:
+      res: the table (:class:`labeldp.report.tables.TableResult`).
+      relation_label: how the table's relation is printed (``add/remove``, ``label subst.``).
+    """
+    cols = [c for c in res.columns
+            if any(res.cells[(c.id, e)].search_epsilon is not None and res.cells[(c.id, e)].n_runs > 1
+                   for e in res.epsilons)]
+    if not cols:
+        return []
+    out = ["", f"Privacy the search spent ({relation_label}): each cell above is the best of its runs (by test "
+           "accuracy, or on held-out labels), so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
+           "composed by dp_accounting (runs in the cell in parentheses; labeldp/report/search_cost.py):", "",
+           "| eps | " + " | ".join(c.label for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    for e in res.epsilons:
+        row = [format_eps(e)]
+        for c in cols:
+            cell = res.cells[(c.id, e)]
+            row.append("-" if cell.search_epsilon is None else f"{cell.search_epsilon:.3g} ({cell.n_runs})")
+        out.append("| " + " | ".join(row) + " |")
+    return out
