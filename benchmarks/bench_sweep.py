@@ -2,12 +2,20 @@
 
 For each method (DP-SGD, LabelDP-Pro) the benchmark plans one cell of Table 5a on MNIST at eps 1
 with the full config's grid (000 Table 8; epochs replaced by ``--epochs``, the first ``--configs``
-grid points, ``--seeds`` seeds) and trains the same runs twice, in this order, on the same machine:
+grid points, ``--seeds`` seeds) and trains those runs in each mode, in this order, on the same machine:
 
 * ``single``: one process per run, the command the ``train`` rule ran before sweeps
-  (``python -m labeldp.runner``): every run imports JAX, loads the data and compiles its step;
+  (``python -m labeldp.runner``): every run imports JAX, loads the data and compiles its step
+  (``--single-runs N``: the first N runs only, where one job per run would take too long);
 * ``sweep``: one process for all of them (``python -m labeldp.sweep_runner``, the ``sweep`` rule's
-  job): the data is loaded once and compiled programs are reused within the process.
+  job), the runs one after another: the data is loaded once and compiled programs are reused
+  within the process (``--sweep-runs N``: the first N runs only);
+* ``vmapped`` (``--vmap-runs R`` > 1): the same sweep job with up to R runs per vmapped program
+  (:mod:`labeldp.dpsgd.vmapped_loop`; the accelerator's default), on all runs.
+
+Runs per hour are each mode's runs over its wall time. Where modes trained the same run, their
+records are compared: the privacy block must be identical, and the metrics identical (sequential)
+or within about 1e-5 relative (vmapped).
 
 Both modes run with the workflow's persistent JAX compilation cache (``jax_compilation_cache_dir``),
 each from an empty cache, as Snakemake runs them. Every pair of records is compared: the metrics
@@ -18,7 +26,8 @@ Batching runs into one vmapped program (``--vmap R``, R > 1): the MNIST CNN's DP
 over R states, batches and keys, against R calls of the compiled single-run step; seconds per
 run-step of each, side by side in one process.
 
-Run: ``.venv/bin/python benchmarks/bench_sweep.py [--subset 10000 --epochs 1 --configs 12 --seeds 1] [--vmap 4]``.
+Run: ``.venv/bin/python benchmarks/bench_sweep.py [--subset 10000 --epochs 1 --configs 12 --seeds 1] [--vmap 4]
+[--vmap-runs 12 --single-runs 6 --sweep-runs 12]`` (on a GPU: ``--vmap-runs 12``).
 Writes ``benchmarks/results/sweep_<device>.{json,md}``. MNIST must be fetched (``snakemake --cores 1
 fetch_mnist``, or ``LABELDP_DATA_MIRROR``).
 """
@@ -39,10 +48,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labeldp import plan, sweeps  # noqa: E402
-from labeldp.atomic_io import write_text_atomic  # noqa: E402
-from labeldp.config import load_workflow_config  # noqa: E402
-from bench_dpsgd_step import cpu_model  # noqa: E402  (the same machine line as the step benchmark)
+from bench_dpsgd_step import cpu_model
+
+from labeldp import plan, sweeps
+from labeldp.atomic_io import write_text_atomic
+from labeldp.config import load_workflow_config
 
 TABLE = "table5_mnist"
 EPSILON = 1.0
@@ -91,12 +101,12 @@ def _single(runs, cache: Path) -> float:
     return time.perf_counter() - t0
 
 
-def _sweep(cfg, runs, cache: Path) -> float:
+def _sweep(cfg, runs, cache: Path, vmap_runs: int = 1) -> float:
     (job,) = sweeps.plan_sweeps(cfg, runs).values()
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-m", "labeldp.sweep_runner", "--sweep", json.dumps(job.to_dict()),
-                    "--data", job.prepared_path, "--marker", job.marker_path], check=True, cwd=REPO, env=_env(cache),
-                   stdout=subprocess.DEVNULL)
+                    "--data", job.prepared_path, "--marker", job.marker_path, "--vmap-runs", str(vmap_runs)],
+                   check=True, cwd=REPO, env=_env(cache), stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -141,12 +151,19 @@ def vmap_ratio(runs: int, *, reps: int = 5) -> dict:
             "vmap_speedup": med[0] / med[1], "formulation": step.formulation}
 
 
-def _same_records(single, swept) -> bool:
-    for a, b in zip(single, swept):
+def _compare_records(single, other) -> dict:
+    """On the runs both modes trained: privacy blocks identical? metrics identical? the largest
+    relative difference of a float metric (vmapped programs agree to about 1e-5, not bitwise)."""
+    same_privacy, same_metrics, worst = True, True, 0.0
+    for a, b in zip(single, other):
         ra, rb = (json.loads(Path(r.record_path).read_text()) for r in (a, b))
-        if ra["metrics"] != rb["metrics"] or ra["privacy"] != rb["privacy"]:
-            return False
-    return True
+        same_privacy &= ra["privacy"] == rb["privacy"]
+        same_metrics &= ra["metrics"] == rb["metrics"]
+        for k, v in ra["metrics"].items():
+            if isinstance(v, float) and isinstance(rb["metrics"].get(k), float) and v == v:
+                worst = max(worst, abs(v - rb["metrics"][k]) / max(abs(v), 1e-12))
+    return {"compared_runs": min(len(single), len(other)), "privacy_identical": same_privacy,
+            "metrics_identical": same_metrics, "max_relative_metric_difference": worst}
 
 
 def main() -> None:
@@ -158,54 +175,76 @@ def main() -> None:
     p.add_argument("--methods", nargs="+", default=["dpsgd", "labeldp_pro"])
     p.add_argument("--raw-dir", default=str(REPO / "data/raw/mnist"))
     p.add_argument("--out", default=None, help="results stem (default benchmarks/results/sweep_<device>)")
-    p.add_argument("--vmap", type=int, default=4, help="runs per vmapped program in the vmap measurement (0: skip)")
+    p.add_argument("--vmap", type=int, default=4, help="runs per vmapped program in the step measurement (0: skip)")
+    p.add_argument("--single-runs", type=int, default=0, help="one job per run on the first N runs only (0: all)")
+    p.add_argument("--sweep-runs", type=int, default=0, help="the sequential sweep on the first N runs only (0: all)")
+    p.add_argument("--vmap-runs", type=int, default=0,
+                   help="also one sweep job with up to R runs per vmapped program, on all runs (0/1: skip)")
     a = p.parse_args()
     import jax
 
     device = jax.devices()[0].platform
+    modes = {"single": a.single_runs, "sweep": a.sweep_runs}
+    if a.vmap_runs > 1:
+        modes["vmapped"] = None  # every run
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for method in a.methods:
             row = {"method": method}
             recs = {}
-            for mode in ("single", "sweep"):
+            for mode, limit in modes.items():
                 cfg = _config(tmp / mode / "results", tmp / "data", subset=a.subset, epochs=a.epochs, seeds=a.seeds)
                 runs = _runs(cfg, method, a.configs)
+                runs = runs[:limit] if limit else runs
                 _prepare(Path(a.raw_dir), Path(runs[0].prepared_path), a.subset)
                 cache = tmp / mode / f"jax-cache-{method}"
-                seconds = _single(runs, cache) if mode == "single" else _sweep(cfg, runs, cache)
+                if mode == "single":
+                    seconds = _single(runs, cache)
+                else:
+                    seconds = _sweep(cfg, runs, cache, vmap_runs=a.vmap_runs if mode == "vmapped" else 1)
                 recs[mode] = runs
-                row[f"{mode}_seconds"] = seconds
-                row[f"{mode}_runs_per_hour"] = len(runs) * 3600 / seconds
-                row["runs"] = len(runs)
-                row["configs"] = len({json.dumps(r.spec.hparams, sort_keys=True) for r in runs})
+                row[mode] = {"runs": len(runs), "seconds": seconds, "runs_per_hour": len(runs) * 3600 / seconds,
+                             "configs": len({json.dumps(r.spec.hparams, sort_keys=True) for r in runs})}
                 print(f"{method} {mode}: {len(runs)} runs in {seconds:.1f} s", flush=True)
-            row["speedup"] = row["single_seconds"] / row["sweep_seconds"]
-            row["records_identical"] = _same_records(recs["single"], recs["sweep"])
+            for mode in modes:
+                if mode != "single":
+                    row[mode]["speedup_vs_single"] = row[mode]["runs_per_hour"] / row["single"]["runs_per_hour"]
+                    row[mode]["records_vs_single"] = _compare_records(recs["single"], recs[mode])
             rows.append(row)
     vm = vmap_ratio(a.vmap) if a.vmap > 1 else None
-    meta = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "device": device,
+    meta = {"date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "device": device,
             "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": os.getloadavg(),
             "dataset": f"MNIST, first {a.subset} training examples", "epsilon": EPSILON, "epochs": a.epochs,
             "seeds": a.seeds, "grid": "000 Table 8 (table5a of workflow/config/config.yaml), first grid points"}
     stem = Path(a.out) if a.out else REPO / f"benchmarks/results/sweep_{device}"
     write_text_atomic(stem.with_suffix(".json"), json.dumps({"meta": meta, "rows": rows, "vmap": vm}, indent=1) + "\n")
     lines = [f"# Runs per hour: one job per run vs one sweep job ({meta['date']})", "",
-             f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device}; load average at the end "
-             f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}.",
-             f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
-             f"{meta['grid']}; both modes with an empty persistent JAX compilation cache at the start.", "",
-             "| method | runs (grid points x seeds) | one job per run: s | runs/hour | one sweep job: s | runs/hour | "
-             "speed-up | records identical |", "|---|---|---|---|---|---|---|---|"]
+             (f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device}; load average at the end "
+             f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}."),
+             (f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
+             f"{meta['grid']}; both modes with an empty persistent JAX compilation cache at the start."), "",
+             f"Runs per job mode: one job per run on the first {a.single_runs or 'all'} runs, one sweep job "
+             f"(runs one after another) on the first {a.sweep_runs or 'all'}"
+             + (f", one sweep job with up to {a.vmap_runs} runs per vmapped program on all of them." if a.vmap_runs > 1
+                else "."), "",
+             "| method | mode | runs | seconds | runs/hour | vs one job per run | records vs one job per run |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['method']} | {r['runs']} ({r['configs']} x {a.seeds}) | {r['single_seconds']:.1f} | "
-                     f"{r['single_runs_per_hour']:.0f} | {r['sweep_seconds']:.1f} | {r['sweep_runs_per_hour']:.0f} | "
-                     f"{r['speedup']:.2f}x | {r['records_identical']} |")
+        for mode in modes:
+            m = r[mode]
+            cmp = m.get("records_vs_single")
+            same = "" if cmp is None else (
+                f"{cmp['compared_runs']} runs: privacy {'identical' if cmp['privacy_identical'] else 'DIFFERENT'}, "
+                + ("metrics identical" if cmp["metrics_identical"]
+                   else f"metrics within {cmp['max_relative_metric_difference']:.1e} relative"))
+            speed = "" if mode == "single" else f"{m['speedup_vs_single']:.2f}x"
+            lines.append(f"| {r['method']} | {mode} | {m['runs']} | {m['seconds']:.1f} | {m['runs_per_hour']:.0f} | "
+                         f"{speed} | {same} |")
     if vm:
-        lines += ["", f"Batching runs into one vmapped program (MNIST CNN DP-SGD step, batch 1024, {vm['formulation']}): "
+        lines += ["", (f"Batching runs into one vmapped program (MNIST CNN DP-SGD step, batch 1024, {vm['formulation']}): "
                   f"{vm['runs']} runs vmapped take {vm['vmapped_seconds_per_run_step']:.3f} s per run-step against "
-                  f"{vm['single_seconds_per_run_step']:.3f} s for the single-run step ({vm['vmap_speedup']:.2f}x)."]
+                  f"{vm['single_seconds_per_run_step']:.3f} s for the single-run step ({vm['vmap_speedup']:.2f}x).")]
     write_text_atomic(stem.with_suffix(".md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -8,18 +8,28 @@ docstring describes sampling, units and losses.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 
 from labeldp.denoisers import Denoiser, NoOp
+from labeldp.dpsgd.clipping import (
+    TappedFn,
+    bookkeeping_clipped_sum,
+    default_chunk_size,
+    describe,
+    resolve_formulation,
+    vmap_clipped_sum,
+)
 from labeldp.dpsgd.step_types import (
     Batch,
     DPSGDConfig,
     LossFn,
     PyTree,
+    StepHyper,
     StepInfo,
     TrainLogitsFn,
     TrainState,
@@ -29,14 +39,6 @@ from labeldp.dpsgd.step_types import (
     tree_sqnorm,
 )
 from labeldp.dpsgd.tapped_logits import TappedLogits
-from labeldp.dpsgd.clipping import (
-    TappedFn,
-    bookkeeping_clipped_sum,
-    default_chunk_size,
-    describe,
-    resolve_formulation,
-    vmap_clipped_sum,
-)
 
 __all__ = ["DPSGDStep", "make_dpsgd_step"]
 
@@ -143,9 +145,15 @@ class DPSGDStep:
         new_state, gnorm = self._update_jit(state, denoised)
         return new_state, self._info(stats, gnorm, dinfo)
 
-    def pure_step(self, state: TrainState, batch: Batch, rng: jax.Array) -> tuple[TrainState, StepInfo]:
+    def pure_step(self, state: TrainState, batch: Batch, rng: jax.Array,
+                  hyper: StepHyper | None = None) -> tuple[TrainState, StepInfo]:
         """The un-jitted step for one batch of length ``pad_to`` whose denoiser runs in-jit: the
         function ``__call__`` compiles, for callers that transform it (``jax.vmap`` over runs).
+
+        Args:
+          state, batch, rng: as ``__call__``.
+          hyper: C and sigma as traced values (:class:`StepHyper`) instead of the config's; None:
+            the config's (then the step computes exactly what ``__call__`` computes).
 
         Raises:
           ValueError: the denoiser drives its loop from Python (``host_loop``).
@@ -153,7 +161,7 @@ class DPSGDStep:
         if self.denoiser.host_loop(state.params):
             raise ValueError(f"the {self.denoiser.name} denoiser runs a Python-driven loop; pure_step needs an "
                              "in-jit denoiser (loop='fori')")
-        return self._fused(state, self._normalize(batch), rng)
+        return self._fused(state, self._normalize(batch), rng, hyper)
 
     def noisy_gradient(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
         """The privatized gradient g~ of 000 Algorithm 1 line 5 (before the denoiser).
@@ -219,29 +227,31 @@ class DPSGDStep:
         for c in range(n_chunks):
             yield _tree_map(lambda a: a[c * p:(c + 1) * p], x), y[c * p:(c + 1) * p], m[c * p:(c + 1) * p]
 
-    def _clipped_sum(self, params, x, y, mask, key):
+    def _clipped_sum(self, params, x, y, mask, key, clip_norm=None):
+        clip = self.config.clip_norm if clip_norm is None else clip_norm
         if self.formulation == "bookkeeping":
             return bookkeeping_clipped_sum(tapped_fn=self._tapped_fn, loss_fn=self._loss_fn, unit=self.config.unit,
-                                           clip_norm=self.config.clip_norm, chunk_size=self.chunk_size,
+                                           clip_norm=clip, chunk_size=self.chunk_size,
                                            params=params, x=x, y=y, mask=mask, key=key)
         return vmap_clipped_sum(logits_fn=self._logits_fn, loss_fn=self._loss_fn, unit=self.config.unit,
-                                clip_norm=self.config.clip_norm, params=params, x=x, y=y, mask=mask, key=key)
+                                clip_norm=clip, params=params, x=x, y=y, mask=mask, key=key)
 
-    def _privatize(self, total, key):
+    def _privatize(self, total, key, hyper: StepHyper | None = None):
         cfg = self.config
         leaves, treedef = jax.tree_util.tree_flatten(total)
         keys = jax.random.split(key, len(leaves))
-        std = cfg.noise_multiplier * cfg.clip_norm
+        std = cfg.noise_multiplier * cfg.clip_norm if hyper is None else hyper.noise_multiplier * hyper.clip_norm
         noisy = [
             (leaf + std * jax.random.normal(k, leaf.shape, leaf.dtype)) / cfg.expected_batch_size
             for leaf, k in zip(leaves, keys)
         ]
         return jax.tree_util.tree_unflatten(treedef, noisy)
 
-    def _noisy_gradient(self, params, x, y, mask, rng):
+    def _noisy_gradient(self, params, x, y, mask, rng, hyper: StepHyper | None = None):
         noise_key, drop_key, _ = jax.random.split(rng, 3)
-        total, stats = self._clipped_sum(params, x, y, mask, jax.random.fold_in(drop_key, 0))
-        return self._privatize(total, noise_key), stats
+        total, stats = self._clipped_sum(params, x, y, mask, jax.random.fold_in(drop_key, 0),
+                                         None if hyper is None else hyper.clip_norm)
+        return self._privatize(total, noise_key, hyper), stats
 
     def _denoise_inputs(self, batch: Batch):
         x, mask = batch.x, batch.mask
@@ -279,8 +289,8 @@ class DPSGDStep:
             denoise=dict(dinfo),
         )
 
-    def _fused(self, state: TrainState, batch: Batch, rng):
-        noisy, stats = self._noisy_gradient(state.params, batch.x, batch.y, batch.mask, rng)
+    def _fused(self, state: TrainState, batch: Batch, rng, hyper: StepHyper | None = None):
+        noisy, stats = self._noisy_gradient(state.params, batch.x, batch.y, batch.mask, rng, hyper)
         if isinstance(self.denoiser, NoOp):
             denoised, dinfo = noisy, {}
         else:

@@ -22,6 +22,7 @@ __all__ = [
     "Batch",
     "TrainState",
     "StepInfo",
+    "StepHyper",
     "cross_entropy",
     "default_pad_to",
 ]
@@ -141,6 +142,21 @@ class StepInfo(NamedTuple):
     mean_grad_norm: jax.Array
     grad_norm: jax.Array
     denoise: dict
+
+
+class StepHyper(NamedTuple):
+    """Per-run values a step can take as traced arguments instead of its config's constants, so
+    that runs differing only in them share one compiled, vmapped program
+    (:mod:`labeldp.dpsgd.vmapped_loop`). The learning rate travels in the optimizer state
+    (``optax.inject_hyperparams``).
+
+    Attributes:
+      clip_norm: C of this run (a scalar array).
+      noise_multiplier: sigma of this run (a scalar array); the noise is N(0, sigma^2 C^2 I).
+    """
+
+    clip_norm: jax.Array
+    noise_multiplier: jax.Array
 
 
 def cross_entropy(logits: jax.Array, target: jax.Array) -> jax.Array:

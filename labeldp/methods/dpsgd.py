@@ -28,3 +28,23 @@ def run(data, spec: RunSpec) -> MethodResult:
         return run_ads_method(data, spec, method=NAME)
     check_options(spec, OPTIONS, NAME)
     return train_private(data, spec, denoiser=noop(), desc=f"dpsgd eps={spec.epsilon}")
+
+
+def vmap_key(data, spec: RunSpec) -> str | None:
+    """Runs of a sweep with equal keys train as one vmapped program (:func:`run_many`); None for
+    the per-user ads path, which trains one run at a time."""
+    from labeldp.denoisers import noop
+    from labeldp.methods.private_training import vmap_group_key
+
+    if getattr(data, "kind", "image") == "tabular":
+        return None
+    check_options(spec, OPTIONS, NAME)
+    return vmap_group_key(spec, denoiser=noop())
+
+
+def run_many(data, specs: list[RunSpec]) -> list[MethodResult]:
+    """Trains runs of one :func:`vmap_key` as one vmapped program (a sweep's accelerator path)."""
+    from labeldp.denoisers import noop
+    from labeldp.methods.private_training import train_private_vmapped
+
+    return train_private_vmapped(data, specs, denoisers=[noop() for _ in specs])

@@ -83,12 +83,12 @@ def make_denoiser_for(spec: RunSpec):
     tol = opt["projection_tol"]
     paper_form = (opt["vertices"], opt["coefficient_set"], opt["projection_start"], tol) == \
         ("raw", "joint", "uniform", None)
-    kw = dict(steps=int(hp["proj_steps"]), step_size=projection_step_size(hp["proj_step_size"]),
-              smoothing=float(hp["smoothing"]), solver=spec.options.get("projection_solver", "auto"),
-              momentum=spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
-              vertices=opt["vertices"], clip_norm=float(hp["clip_norm"]), coefficient_set=opt["coefficient_set"],
-              start=opt["projection_start"], tol=None if tol is None else float(tol),
-              algorithm=spec.options.get("projection_algorithm", "fista"))
+    kw = {"steps": int(hp["proj_steps"]), "step_size": projection_step_size(hp["proj_step_size"]),
+          "smoothing": float(hp["smoothing"]), "solver": spec.options.get("projection_solver", "auto"),
+          "momentum": spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
+          "vertices": opt["vertices"], "clip_norm": float(hp["clip_norm"]), "coefficient_set": opt["coefficient_set"],
+          "start": opt["projection_start"], "tol": None if tol is None else float(tol),
+          "algorithm": spec.options.get("projection_algorithm", "fista")}
     if name == "alt_conv":
         return denoisers.alt_conv(**kw)
     return denoisers.self_conv(**kw)
@@ -104,3 +104,26 @@ def run(data, spec: RunSpec) -> MethodResult:
         return run_ads_method(data, spec, method=NAME)
     den = make_denoiser_for(spec)
     return train_private(data, spec, denoiser=den, desc=f"labeldp_pro[{den.name}] eps={spec.epsilon}")
+
+
+def vmap_key(data, spec: RunSpec) -> str | None:
+    """Runs of a sweep with equal keys train as one vmapped program (:func:`run_many`): the same
+    denoiser (its projection settings and C) and everything but the learning rate; None for the
+    per-user ads path and where the projection runs a Python-driven loop (the CPU's default)."""
+    from labeldp.methods.private_training import vmap_group_key
+
+    if getattr(data, "kind", "image") == "tabular":
+        return None
+    den = make_denoiser_for(spec)
+    return None if den.host_loop() else vmap_group_key(spec, denoiser=den)
+
+
+def run_many(data, specs: list[RunSpec]) -> list[MethodResult]:
+    """Trains runs of one :func:`vmap_key` as one vmapped program (a sweep's accelerator path).
+
+    Raises:
+      ValueError: the denoiser's projection runs a Python-driven loop on this backend (the CPU).
+    """
+    from labeldp.methods.private_training import train_private_vmapped
+
+    return train_private_vmapped(data, specs, denoisers=[make_denoiser_for(s) for s in specs])

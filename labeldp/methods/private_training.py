@@ -13,13 +13,35 @@ as is common practice; the record marks that approximation as not a valid guaran
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Sequence
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+import optax
+from tqdm.auto import tqdm
 
+from labeldp.dpsgd import DPSGDConfig, StepHyper, make_dpsgd_step
+from labeldp.dpsgd.loop import DPLoopResult, run_dp_loop, split_init_key
+from labeldp.dpsgd.training_plan import make_training_plan
+from labeldp.dpsgd.vmapped_loop import BatchTooLong, VmappedRun, run_dp_loops_vmapped
 from labeldp.methods.base import MethodResult, RunSpec
-
-
+from labeldp.methods.common import build_model_for
+from labeldp.selection import (
+    noisy_accuracy_pct,
+    release_validation_labels,
+    validation_split,
+    with_validation_release,
+)
+from labeldp.training import (
+    accuracy_pct,
+    audit_log_probs,
+    predict_logits,
+    to_float_images,
+)
 
 
 def account_run(spec: RunSpec, *, n: int, amplification: bool = True):
@@ -31,8 +53,6 @@ def account_run(spec: RunSpec, *, n: int, amplification: bool = True):
     Raises:
       ValueError: the batch is larger than the data, or the run has less than one step.
     """
-    from labeldp.dpsgd.training_plan import make_training_plan  # JAX-free planning imports this module
-
     return make_training_plan(target_epsilon=spec.epsilon, target_delta=spec.delta, n=n,
                               expected_batch_size=int(spec.hparams["batch_size"]), epochs=int(spec.hparams["epochs"]),
                               sampling=spec.sampling, amplification=amplification, accountant=spec.accountant,
@@ -65,14 +85,77 @@ def initial_params(model, *, seed: int):
     Returns:
       ``(key, params)``: the JAX key for the training noise and the Flax parameters.
     """
-    from labeldp.dpsgd.loop import split_init_key
-
     key, init_key = split_init_key(seed)
     return key, model.init(init_key)
 
 
-def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
-    """Trains with DP-SGD and ``denoiser`` and evaluates test accuracy.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainingArrays:
+    """The arrays a run trains and selects on (shared by the runs of a vmapped group).
+
+    Attributes:
+      x_train, y_train: the rows the run fits (all, or the rest after the held-out split).
+      x_val, y_val_noisy: the held-out rows and their RR-released labels (None without selection).
+      fraction, eps_val: the held-out fraction and the release's eps (None without selection).
+    """
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_val: np.ndarray | None = None
+    y_val_noisy: np.ndarray | None = None
+    fraction: float | None = None
+    eps_val: float | None = None
+
+
+def training_arrays(data, spec: RunSpec) -> TrainingArrays:
+    """The run's fitting rows, and the held-out rows with their labels released by RR when the
+    options ask for honest selection (``validation_fraction`` / ``validation_epsilon``,
+    :mod:`labeldp.selection`)."""
+    x_train = to_float_images(data.x_train)
+    y_train = np.asarray(data.y_train, np.int32)
+    fraction = spec.options.get("validation_fraction")
+    if fraction is None:
+        return TrainingArrays(x_train=x_train, y_train=y_train)
+    fit, val = validation_split(x_train.shape[0], float(fraction))
+    eps_val = float(spec.options.get("validation_epsilon") or spec.epsilon)
+    y_val_noisy = release_validation_labels(y_train[val], num_classes=int(data.num_classes), epsilon=eps_val)
+    return TrainingArrays(x_train=x_train[fit], y_train=y_train[fit], x_val=x_train[val], y_val_noisy=y_val_noisy,
+                          fraction=float(fraction), eps_val=eps_val)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PreparedRun:
+    """A DP-SGD / LabelDP-Pro run planned and initialised, not yet trained.
+
+    Attributes:
+      spec, data, denoiser: the run, its prepared data and its denoiser.
+      arrays: its :class:`TrainingArrays`.
+      plan: its :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan`.
+      model, step, state, key: the model, the compiled step, the initial state and the noise key stream.
+      alt_batch_size: units of the alternative batch per step (0: none); ``n2`` as configured.
+      projection_solver: what the denoiser's projection solves with (for the record).
+      amplification: whether the accountant used amplification by subsampling.
+      reasons: why the guarantee is not valid (empty: valid).
+    """
+
+    spec: RunSpec
+    data: Any
+    denoiser: Any
+    arrays: TrainingArrays
+    plan: Any
+    model: Any
+    step: Any
+    state: Any
+    key: Any
+    alt_batch_size: int
+    n2: int
+    projection_solver: Any
+    amplification: bool
+    reasons: tuple[str, ...]
+
+
+def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays | None = None) -> PreparedRun:
+    """Plans ``spec`` (sigma from the accountant), builds its step and initial state.
 
     Args:
       data: prepared image data.
@@ -83,91 +166,152 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         ``clipping_formulation`` (``auto``, ``vmap_grad`` or ``bookkeeping``: how the per-example
         clipped sum is computed, :mod:`labeldp.dpsgd.clipping`; the record's details say which ran).
       denoiser: a :class:`labeldp.denoisers.Denoiser`.
+      arrays: the run's :class:`TrainingArrays` (default :func:`training_arrays`).
+
+    Returns:
+      A :class:`PreparedRun`.
+    """
+    if not spec.private:
+        raise ValueError(f"{spec.method} is a private method: epsilon must be finite, got {spec.epsilon}")
+    arrays = training_arrays(data, spec) if arrays is None else arrays
+    hp = spec.hparams
+    lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
+    n = arrays.x_train.shape[0]
+    amplification = bool(spec.options.get("amplification", True))
+    reasons = []
+    if denoiser.breaks_amplification and amplification:
+        reasons.append(f"amplification by subsampling claimed for the {denoiser.name} denoiser, whose projection "
+                       "depends on which examples were sampled (000 Section 3.4): reference only, not private")
+    run_plan = account_run(spec, n=n, amplification=amplification)
+    model = build_model_for(data)
+    cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=run_plan.noise_multiplier, expected_batch_size=n1,
+                      sampling=spec.sampling)
+    step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model, denoiser=denoiser,
+                           formulation=str(spec.options.get("clipping_formulation", "auto")))
+    key, params = initial_params(model, seed=spec.seed)
+    n2 = int(spec.options.get("alt_batch_size") or n1)
+    projection_solver = denoiser.projection_solver(  # for the batch the denoiser projects onto
+        rows=min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1),
+        k=int(jax.eval_shape(model.logits, params, arrays.x_train[:1]).shape[-1]), params=params)
+    return PreparedRun(spec=spec, data=data, denoiser=denoiser, arrays=arrays, plan=run_plan, model=model, step=step,
+                       state=step.init(params), key=key, alt_batch_size=min(n2, n) if denoiser.uses_alt_batch else 0,
+                       n2=n2, projection_solver=projection_solver, amplification=amplification,
+                       reasons=tuple(reasons))
+
+
+def finish_private_run(run: PreparedRun, loop: DPLoopResult) -> MethodResult:
+    """The run's :class:`MethodResult` after its loop: test accuracy, the plan's privacy outcome
+    (and the held-out release's), timings and details."""
+    spec, data, arrays, plan, model = run.spec, run.data, run.arrays, run.plan, run.model
+    state, losses, train_seconds = loop.state, loop.losses, loop.seconds
+    n, n1, steps = arrays.x_train.shape[0], int(spec.hparams["batch_size"]), plan.steps
+    metrics: dict[str, Any] = {
+        "test_accuracy_pct": accuracy_pct(model, state.params, to_float_images(data.x_test), data.y_test),
+        "diverged": loop.diverged,
+        "final_train_loss": losses[-1] if losses else float("nan"),
+        "steps": loop.steps,
+    }
+    privacy = plan.privacy_outcome(
+        mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
+                  f"denoiser {run.denoiser.name}{', no amplification' if not run.amplification else ''})",
+        reasons=run.reasons)
+    validation = {}
+    if arrays.x_val is not None:
+        predicted = np.argmax(predict_logits(model, state.params, arrays.x_val), axis=-1)
+        metrics["validation_noisy_accuracy_pct"] = noisy_accuracy_pct(predicted, arrays.y_val_noisy)
+        privacy = with_validation_release(privacy, epsilon=arrays.eps_val, fraction=arrays.fraction)
+        validation = {"validation_fraction": arrays.fraction, "validation_epsilon": arrays.eps_val, "n_fit": int(n),
+                      "n_validation": int(arrays.y_val_noisy.size)}
+    return MethodResult(
+        metrics=metrics,
+        privacy=privacy,
+        audit_log_probs=audit_log_probs(model, state.params, data),
+        timings={"train_seconds": train_seconds, "seconds_per_epoch": train_seconds / max(steps / (n / n1), 1e-9),
+                 "seconds_per_step": train_seconds / steps, "accounting_seconds": plan.seconds},
+        details={"noise_multiplier": plan.noise_multiplier, "sampling_rate": plan.sampling_rate, "steps": steps,
+                 "denoiser": run.denoiser.name, "amplification_claimed": run.amplification,
+                 "alt_batch_size": run.n2 if run.denoiser.uses_alt_batch else None,
+                 "projection_solver": run.projection_solver, **run.step.describe(), **validation,
+                 **_projection_summary(loop.diagnostics)},
+    )
+
+
+def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
+    """Trains with DP-SGD and ``denoiser`` and evaluates test accuracy.
+
+    Args:
+      data: prepared image data.
+      spec: the run (see :func:`prepare_private_run`).
+      denoiser: a :class:`labeldp.denoisers.Denoiser`.
       desc: progress-bar label.
 
     Returns:
       A :class:`MethodResult` with the accounted privacy.
     """
-    import jax
-    import jax.numpy as jnp
-    import optax
-    from tqdm.auto import tqdm
-
-    from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step
-    from labeldp.dpsgd.loop import run_dp_loop
-    from labeldp.methods.common import build_model_for
-    from labeldp.selection import noisy_accuracy_pct, release_validation_labels, validation_split, with_validation_release
-    from labeldp.training import accuracy_pct, audit_log_probs, predict_logits, to_float_images
-
-    if not spec.private:
-        raise ValueError(f"{spec.method} is a private method: epsilon must be finite, got {spec.epsilon}")
-    hp = spec.hparams
-    lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
-    x_train = to_float_images(data.x_train)
-    y_train = np.asarray(data.y_train, np.int32)
-    fraction = spec.options.get("validation_fraction")
-    x_val = y_val_noisy = None
-    if fraction is not None:  # honest selection (labeldp.selection): hold out rows, release their labels by RR
-        fit, val = validation_split(x_train.shape[0], float(fraction))
-        eps_val = float(spec.options.get("validation_epsilon") or spec.epsilon)
-        y_val_noisy = release_validation_labels(y_train[val], num_classes=int(data.num_classes), epsilon=eps_val)
-        x_val, x_train, y_train = x_train[val], x_train[fit], y_train[fit]
-    n = x_train.shape[0]
-
-    amplification_requested = bool(spec.options.get("amplification", True))
-    breaks = bool(denoiser.breaks_amplification)
-    amplification = amplification_requested
-    reasons = []
-    if breaks and amplification_requested:
-        reasons.append(f"amplification by subsampling claimed for the {denoiser.name} denoiser, whose projection "
-                       "depends on which examples were sampled (000 Section 3.4): reference only, not private")
-    run_plan = account_run(spec, n=n, amplification=amplification)
-    q, steps = run_plan.sampling_rate, run_plan.steps
-    accounting_seconds = run_plan.seconds
-    sigma = run_plan.noise_multiplier
-
-    model = build_model_for(data)
-    cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=sigma, expected_batch_size=n1, sampling=spec.sampling)
-    step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model, denoiser=denoiser,
-                           formulation=str(spec.options.get("clipping_formulation", "auto")))
-    key, params = initial_params(model, seed=spec.seed)
-    state = step.init(params)
-    n2 = int(spec.options.get("alt_batch_size") or n1)
-    x_dev, y_dev = jnp.asarray(x_train), jnp.asarray(y_train)
-    projection_solver = denoiser.projection_solver(  # for the batch the denoiser projects onto
-        rows=min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1),
-        k=int(jax.eval_shape(model.logits, params, x_dev[:1]).shape[-1]), params=params)
-    loop = run_dp_loop(step=step, state=state, plan=run_plan, seed=spec.seed, key=key, gather=lambda idx: x_dev[idx],
-                       labels=y_dev, alt_batch_size=min(n2, n) if denoiser.uses_alt_batch else 0,
+    run = prepare_private_run(data, spec, denoiser=denoiser)
+    x_dev, y_dev = jnp.asarray(run.arrays.x_train), jnp.asarray(run.arrays.y_train)
+    loop = run_dp_loop(step=run.step, state=run.state, plan=run.plan, seed=spec.seed, key=run.key,
+                       gather=lambda idx: x_dev[idx], labels=y_dev, alt_batch_size=run.alt_batch_size,
                        progress=lambda it, total: tqdm(it, total=total, desc=desc, leave=False, disable=None))
-    state, losses, diverged, train_seconds = loop.state, loop.losses, loop.diverged, loop.seconds
-    acc_pct = accuracy_pct(model, state.params, to_float_images(data.x_test), data.y_test)
-    steps_per_epoch = n / n1
-    metrics: dict[str, Any] = {
-        "test_accuracy_pct": acc_pct,
-        "diverged": diverged,
-        "final_train_loss": losses[-1] if losses else float("nan"),
-        "steps": loop.steps,
-    }
-    privacy = run_plan.privacy_outcome(
-        mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
-                  f"denoiser {denoiser.name}{', no amplification' if not amplification else ''})",
-        reasons=tuple(reasons))
-    validation = {}
-    if x_val is not None:
-        metrics["validation_noisy_accuracy_pct"] = noisy_accuracy_pct(np.argmax(predict_logits(model, state.params, x_val), axis=-1),
-                                                                      y_val_noisy)
-        privacy = with_validation_release(privacy, epsilon=eps_val, fraction=float(fraction))
-        validation = {"validation_fraction": float(fraction), "validation_epsilon": eps_val, "n_fit": int(n),
-                      "n_validation": int(y_val_noisy.size)}
-    return MethodResult(
-        metrics=metrics,
-        privacy=privacy,
-        audit_log_probs=audit_log_probs(model, state.params, data),
-        timings={"train_seconds": train_seconds, "seconds_per_epoch": train_seconds / max(steps / steps_per_epoch, 1e-9),
-                 "seconds_per_step": train_seconds / steps, "accounting_seconds": accounting_seconds},
-        details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "denoiser": denoiser.name,
-                 "amplification_claimed": amplification, "alt_batch_size": n2 if denoiser.uses_alt_batch else None,
-                 "projection_solver": projection_solver, **step.describe(), **validation,
-                 **_projection_summary(loop.diagnostics)},
-    )
+    return finish_private_run(run, loop)
+
+
+#: Hyper-parameters a vmapped group traces per run (:func:`vmap_group_key`); every other one, and
+#: the denoiser (whose projection may depend on C), is shared by the group.
+VMAPPED_HPARAMS = ("learning_rate", "clip_norm")
+
+
+def vmap_group_key(spec: RunSpec, *, denoiser) -> str:
+    """Runs with equal keys can train as one vmapped program (:func:`train_private_vmapped`): the
+    same data, method, variant, options, eps, relation, denoiser and every hyper-parameter but
+    :data:`VMAPPED_HPARAMS` (so the same model, batch shape and number of steps)."""
+    shared = {k: v for k, v in spec.hparams.items() if k not in VMAPPED_HPARAMS}
+    return json.dumps({"dataset": spec.dataset, "method": spec.method, "variant": spec.variant,
+                       "options": spec.options, "epsilon": spec.epsilon, "delta": spec.delta,
+                       "sampling": spec.sampling, "accountant": spec.accountant,
+                       "relation": spec.calibration_relation, "hparams": shared, "denoiser": repr(denoiser)},
+                      sort_keys=True, default=str)
+
+
+def train_private_vmapped(data, specs: Sequence[RunSpec], *, denoisers: Sequence[Any]) -> list[MethodResult]:
+    """Trains runs of one :func:`vmap_group_key` as one vmapped program; one result per run.
+
+    Each run's result is the one :func:`train_private` returns for it (same plan, batches, noise
+    keys and initialisation; metrics to about 1e-5 relative), except timings: the group's wall
+    time is divided among its runs. A group whose denoiser runs a Python-driven loop (the
+    projection on CPU) cannot vmap; a Poisson batch longer than the compiled length (about 1e-9
+    per step) makes the group train its runs one by one.
+
+    Raises:
+      ValueError: the specs do not share one group key, or the denoiser cannot run in-jit.
+    """
+    if len({vmap_group_key(s, denoiser=d) for s, d in zip(specs, denoisers)}) != 1:
+        raise ValueError("train_private_vmapped needs runs of one vmap group (labeldp.methods.private_training."
+                         "vmap_group_key)")
+    arrays = training_arrays(data, specs[0])
+    prepared = [prepare_private_run(data, s, denoiser=d, arrays=arrays) for s, d in zip(specs, denoisers)]
+    first = prepared[0]
+    template = make_dpsgd_step(optimizer=optax.inject_hyperparams(optax.sgd)(learning_rate=1.0),
+                               config=first.step.config, model=first.model, denoiser=first.denoiser,
+                               formulation=str(first.spec.options.get("clipping_formulation", "auto")))
+    if template.denoiser.host_loop(first.state.params):
+        raise ValueError(f"the {first.denoiser.name} denoiser runs a Python-driven loop on this backend; "
+                         "its runs cannot be vmapped (train them one by one)")
+    runs = []
+    for p in prepared:
+        state = template.init(p.state.params)
+        lr = jnp.asarray(float(p.spec.hparams["learning_rate"]), jnp.float32)
+        state = state._replace(opt_state=state.opt_state._replace(
+            hyperparams={**state.opt_state.hyperparams, "learning_rate": lr}))
+        hyper = StepHyper(clip_norm=jnp.asarray(p.step.config.clip_norm, jnp.float32),
+                          noise_multiplier=jnp.asarray(p.step.config.noise_multiplier, jnp.float32))
+        runs.append(VmappedRun(state=state, plan=p.plan, seed=p.spec.seed, key=p.key, hyper=hyper))
+    x_dev, y_dev = jnp.asarray(arrays.x_train), jnp.asarray(arrays.y_train)
+    try:
+        loops = run_dp_loops_vmapped(template=template, runs=runs, gather=lambda idx: x_dev[idx], labels=y_dev,
+                                     alt_batch_size=first.alt_batch_size)
+    except BatchTooLong:
+        loops = [run_dp_loop(step=p.step, state=p.state, plan=p.plan, seed=p.spec.seed, key=p.key,
+                             gather=lambda idx: x_dev[idx], labels=y_dev, alt_batch_size=p.alt_batch_size)
+                 for p in prepared]
+    return [finish_private_run(p, loop) for p, loop in zip(prepared, loops)]

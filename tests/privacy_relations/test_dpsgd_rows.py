@@ -264,5 +264,5 @@ def test_row_labeldp_pro():
     import dp_accounting
 
     assert isinstance(no_amp.event, dp_accounting.GaussianDpEvent)  # no PoissonSampledDpEvent
-    src = inspect.getsource(__import__("labeldp.methods.private_training", fromlist=["x"]).train_private)
-    assert "if breaks and amplification_requested" in src and "reasons=tuple(reasons)" in src
+    src = inspect.getsource(__import__("labeldp.methods.private_training", fromlist=["x"]).prepare_private_run)
+    assert "if denoiser.breaks_amplification and amplification" in src and "reasons=tuple(reasons)" in src

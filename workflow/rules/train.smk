@@ -46,6 +46,7 @@ rule sweep:
         sweep=lambda wc: _json.dumps(_sweep(wc).to_dict()),
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
                                     "sampling": config["sampling"], "delta": config["delta"]}),
+        vmap_runs=config.get("sweep_vmap_runs", "auto"),
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
@@ -56,7 +57,8 @@ rule sweep:
         "../../envs/labeldp.yaml"
     shell:
         "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.sweep_runner --sweep {params.sweep:q} "
-        "--data {input.data} --marker {output} --workflow-config {params.wf:q} > {log} 2>&1"
+        "--data {input.data} --marker {output} --workflow-config {params.wf:q} "
+        "--vmap-runs {params.vmap_runs} > {log} 2>&1"
 
 
 def _run(wc):
