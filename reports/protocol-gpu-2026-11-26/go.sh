@@ -18,8 +18,8 @@ export PATH=/tmp/bin:$PATH PYTHONPATH=/tmp/site:$PWD LABELDP_DATA_MIRROR=$PWD/.g
 } > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 if [ "${BENCH:-1}" = 1 ]; then
-  timeout "${BENCH_LIMIT:-210}" python3 benchmarks/bench_sweep.py --subset 10000 --epochs 1 --configs 12 --seeds 3 \
-    --methods dpsgd --single-runs 6 --sweep-runs 12 --vmap-runs 12 --vmap 0 --raw-dir .gpu/mirror/mnist \
+  timeout "${BENCH_LIMIT:-240}" python3 benchmarks/bench_sweep.py --subset 10000 --epochs 1 --configs 12 --seeds 3 \
+    --methods dpsgd --single-runs 4 --sweep-runs 12 --vmap-runs 12 --vmap 0 --raw-dir .gpu/mirror/mnist \
     > "$OUT/bench.log" 2>&1
   echo "bench rc $? after $(( $(date +%s) - T0 )) s"; tail -8 "$OUT/bench.log"
   cp benchmarks/results/sweep_gpu.json benchmarks/results/sweep_gpu.md "$OUT/" 2>/dev/null
