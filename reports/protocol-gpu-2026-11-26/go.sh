@@ -1,7 +1,7 @@
 # The one command of this GPU loan (device tool, 2026-11-26), run from the repository root on the
 # lent machine: bash reports/protocol-gpu-2026-11-26/go.sh <git revision>
 # Carried: .whl/ (wheels of the locked packages the machine lacks: dp-accounting, snakemake and
-# their needs) and .gpu/mirror/ (the MNIST raw files). Phase 1: benchmarks/bench_sweep.py (one job
+# their needs; not pulp, so Snakemake runs with --scheduler greedy) and .gpu/mirror/ (the MNIST raw files). Phase 1: benchmarks/bench_sweep.py (one job
 # per run vs a sequential sweep vs a vmapped sweep). Phase 2: the protocol config through Snakemake
 # until the call's time is spent; finished records come back in records.tgz.
 set -u
@@ -26,7 +26,7 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 LEFT=$(( BUDGET - ($(date +%s) - T0) - 25 ))
 if [ "$LEFT" -gt 60 ]; then
-  timeout "$LEFT" python3 -m snakemake --profile workflow/profiles/gpu --resources gpu_slots="${SLOTS:-3}" \
+  timeout "$LEFT" python3 -m snakemake --scheduler greedy --profile workflow/profiles/gpu --resources gpu_slots="${SLOTS:-3}" \
     --configfile workflow/config/protocol_gpu.yaml -- table5_mnist_dpsgd_grid_gpu > "$OUT/snakemake.log" 2>&1
   echo "snakemake rc $? after $(( $(date +%s) - T0 )) s"
 fi
