@@ -79,8 +79,13 @@ def _runs(cfg: dict, method: str, configs: int) -> list:
     return [r for r in runs if json.dumps(r.spec.hparams, sort_keys=True) in keep]
 
 
+def _pythonpath() -> str:
+    """The repository first, then whatever PYTHONPATH already holds (a lent GPU box's wheels)."""
+    return os.pathsep.join([str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+
+
 def _env(cache: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(REPO), "JAX_COMPILATION_CACHE_DIR": str(cache),
+    return {**os.environ, "PYTHONPATH": _pythonpath(), "JAX_COMPILATION_CACHE_DIR": str(cache),
             "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
 
 
@@ -89,7 +94,7 @@ def _prepare(raw: Path, out: Path, subset: int) -> None:
         return
     out.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "labeldp.data.prepare", "mnist", "--raw-dir", str(raw), "--out", str(out),
-                    "--subset", str(subset)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                    "--subset", str(subset)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": _pythonpath()})
 
 
 def _single(runs, cache: Path) -> float:

@@ -1,7 +1,8 @@
 # The one command of this GPU loan (device tool, 2026-11-26), run from the repository root on the
 # lent machine: bash reports/protocol-gpu-2026-11-26/go.sh <git revision>
 # Carried: .whl/ (wheels of the locked packages the machine lacks: dp-accounting, snakemake and
-# their needs; not pulp, so Snakemake runs with --scheduler greedy) and .gpu/mirror/ (the MNIST raw files). Phase 1: benchmarks/bench_sweep.py (one job
+# their needs; not pulp, so Snakemake runs with --scheduler greedy, nor the packages it imports
+# only for reports, notebooks and remote files) and .gpu/mirror/ (the MNIST raw files). Phase 1: benchmarks/bench_sweep.py (one job
 # per run vs a sequential sweep vs a vmapped sweep). Phase 2: the protocol config through Snakemake
 # until the call's time is spent; finished records come back in records.tgz.
 set -u
@@ -14,7 +15,7 @@ mkdir -p /tmp/bin && ln -sf "$(command -v python3)" /tmp/bin/python
 export PATH=/tmp/bin:$PATH PYTHONPATH=/tmp/site:$PWD LABELDP_DATA_MIRROR=$PWD/.gpu/mirror \
   LABELDP_GIT_REVISION="$REV" TQDM_DISABLE=1 PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  python3 -c "import jax, flax, optax, dp_accounting, snakemake; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"
+  python3 -c "import jax, flax, optax, dp_accounting, snakemake.api, jsonschema; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"
 } > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 if [ "${BENCH:-1}" = 1 ]; then
