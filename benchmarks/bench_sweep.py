@@ -219,16 +219,16 @@ def main() -> None:
             rows.append(row)
     vm = vmap_ratio(a.vmap) if a.vmap > 1 else None
     meta = {"date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "device": device,
-            "cpu": cpu_model(), "cores": os.cpu_count(), "load_average": os.getloadavg(),
+            "cpu": cpu_model(), "cores": os.cpu_count(), "accelerator": jax.devices()[0].device_kind, "load_average": os.getloadavg(),
             "dataset": f"MNIST, first {a.subset} training examples", "epsilon": EPSILON, "epochs": a.epochs,
             "seeds": a.seeds, "grid": "000 Table 8 (table5a of workflow/config/config.yaml), first grid points"}
     stem = Path(a.out) if a.out else REPO / f"benchmarks/results/sweep_{device}"
     write_text_atomic(stem.with_suffix(".json"), json.dumps({"meta": meta, "rows": rows, "vmap": vm}, indent=1) + "\n")
     lines = [f"# Runs per hour: one job per run vs one sweep job ({meta['date']})", "",
-             (f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device}; load average at the end "
+             (f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device} ({meta['accelerator']}); load average at the end "
              f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}."),
              (f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
-             f"{meta['grid']}; both modes with an empty persistent JAX compilation cache at the start."), "",
+             f"{meta['grid']}; every mode with an empty persistent JAX compilation cache at the start."), "",
              f"Runs per job mode: one job per run on the first {a.single_runs or 'all'} runs, one sweep job "
              f"(runs one after another) on the first {a.sweep_runs or 'all'}"
              + (f", one sweep job with up to {a.vmap_runs} runs per vmapped program on all of them." if a.vmap_runs > 1

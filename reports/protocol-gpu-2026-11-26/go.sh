@@ -9,10 +9,10 @@ set -u
 T0=$(date +%s)
 REV="${1:-unknown}"
 BUDGET="${BUDGET:-540}"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl \
   > "$OUT/install.log" 2>&1 || echo "wheel install failed (install.log)"
 mkdir -p /tmp/bin && ln -sf "$(command -v python3)" /tmp/bin/python
-export PATH=/tmp/bin:$PATH PYTHONPATH=/tmp/site:$PWD LABELDP_DATA_MIRROR=$PWD/.gpu/mirror \
+export PATH=/tmp/bin:$PATH PYTHONPATH=$PWD LABELDP_DATA_MIRROR=$PWD/.gpu/mirror \
   LABELDP_GIT_REVISION="$REV" TQDM_DISABLE=1 PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   python3 -c "import jax, flax, optax, dp_accounting, snakemake.api, jsonschema; print('jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__)"
