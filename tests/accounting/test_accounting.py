@@ -219,3 +219,16 @@ GOOD_CAL = dict(target_epsilon=1.0, target_delta=1e-5, sampling_rate=0.01,
 def test_bad_input_raises_value_error(fn, kwargs, match):
   with pytest.raises(ValueError, match=match):
     fn(**kwargs)
+
+
+def test_account_dpsgd_is_memoized_and_equal_to_a_fresh_calibration():
+    """A sweep's runs that share eps, q and steps calibrate once; the cached record is the one a
+    fresh calibration returns (the accountant is a pure function of its checked arguments)."""
+    from labeldp.accounting import records
+
+    kw = dict(target_epsilon=0.7, target_delta=1e-5, sampling_rate=0.03, steps=40)
+    first = A.account_dpsgd(**kw)
+    assert A.account_dpsgd(**kw) is first
+    fresh = records._account_checked.__wrapped__(0.7, 1e-5, "pld", 0.03, 40, None, A.DEFAULT_RELATION, True)
+    assert fresh == first
+    assert A.account_dpsgd(**{**kw, "steps": 41}) != first
