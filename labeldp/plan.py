@@ -378,6 +378,9 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
     """Checks the schema cannot express; raises :class:`ConfigError` naming the key."""
     if config["grid"] not in config["grids"]:
         raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
+    unknown = sorted(set(config.get("scorecard_tables") or ()) - set(config["tables"]))
+    if unknown:
+        raise ConfigError(f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") == "run_times":  # 000 Table 11: built from other tables' records
             for i, src in enumerate(tcfg["sources"]):

@@ -230,6 +230,12 @@ def test_bad_calibration_relation_names_the_key():
         validate_config(cfg, SCHEMA)
 
 
+def test_scorecard_tables_must_be_tables_of_the_config():
+    validate_config(repo_config(scorecard_tables=["table5_mnist"]), SCHEMA)
+    with pytest.raises(ConfigError, match=r"scorecard_tables: \['table99'\]"):
+        validate_config(repo_config(scorecard_tables=["table99"]), SCHEMA)
+
+
 def test_table7_states_000s_claim_at_every_cap():
     """000 Section 6: LabelDP-Pro above RR for every eps < 5, at every cap k of the table."""
     cfg = repo_config()

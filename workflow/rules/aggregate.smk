@@ -71,10 +71,17 @@ rule figure:
         _AGGREGATE_CMD + "--out-dir {REPORTS}/figures --figure > {log} 2>&1"
 
 
+def _scored(names):
+    """The tables / figures the scorecard covers: config ``scorecard_tables`` (a dated report's own
+    tables), default all of them."""
+    chosen = config.get("scorecard_tables")
+    return names if chosen is None else [t for t in names if t in chosen]
+
+
 rule scorecard:
     input:
-        expand(f"{REPORTS}/tables/{{t}}.csv", t=TABLES),
-        expand(f"{REPORTS}/figures/{{t}}.csv", t=FIGURES),
+        expand(f"{REPORTS}/tables/{{t}}.csv", t=_scored(TABLES)),
+        expand(f"{REPORTS}/figures/{{t}}.csv", t=_scored(FIGURES)),
     output:
         md=report(f"{REPORTS}/scorecard.md", caption="../report/scorecard.rst", category="Scorecard",
                   labels={"file": "scorecard"}),
