@@ -19,6 +19,7 @@ sys.path.insert(0, workflow.basedir)
 
 from labeldp import plan as _plan
 from labeldp import batch_fit as _batch_fit
+from labeldp import data_layout as _data_layout
 from labeldp.config import gpu_slots_env, jax_cache_env, validate_config
 from labeldp.plan import ConfigError
 
@@ -36,6 +37,8 @@ LOGS = config["logs_dir"]
 DATA = config["data_dir"]
 TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "table"]
 FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
+# image datasets some table pre-trains SimCLR on (a `<base>_simclr` dataset): 000 Figure 3 per base
+SIMCLR_BASES = _data_layout.simclr_bases(config)
 TABLE_RUNS = _plan.runs_by_table(config)
 try:
     _batch_fit.check_batches_fit(config, TABLE_RUNS)  # a batch larger than the data fails here, before any job
@@ -70,6 +73,8 @@ rule all:
         expand(f"{REPORTS}/figures/{{t}}.md", t=FIGURES),
         f"{REPORTS}/scorecard.md",
         expand(f"{REPORTS}/figures/{{e}}.md", e=list(config.get("paper_examples") or {})),
+        # 000 Figure 3: the SimCLR pre-training loss of each pre-trained base
+        expand(f"{REPORTS}/figures/simclr_loss_{{b}}.md", b=SIMCLR_BASES),
         # the label-canary audit, where the config asks for it in `all` (the smoke profile does)
         [f"{config['reports_dir']}/audit/audit.passed"] if (config.get("audit") or {}).get("in_all") else [],
 

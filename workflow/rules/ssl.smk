@@ -60,3 +60,28 @@ rule features:
     shell:
         "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.simclr.features --data {input.images} "
         "--encoder-dir {params.enc_dir} --out {output} --dataset-name {params.name} > {log} 2>&1"
+
+
+rule simclr_loss_figure:
+    """000 Figure 3: the SimCLR pre-training loss per epoch of <base>, from its pre-training record."""
+    input:
+        record=lambda wc: os.path.join(_fd.encoder_dir(config, wc.base, _plan.data_tag(config, wc.base)),
+                                       "pretrain.json"),
+    output:
+        md=f"{REPORTS}/figures/simclr_loss_{{base}}.md",
+        csv=f"{REPORTS}/figures/simclr_loss_{{base}}.csv",
+        png=report(f"{REPORTS}/figures/simclr_loss_{{base}}.png", caption="../report/plot.rst", category="Figures",
+                   subcategory="000", labels=lambda wc: {"figure": f"simclr_loss_{wc.base}", "format": "png"}),
+        pdf=f"{REPORTS}/figures/simclr_loss_{{base}}.pdf",
+    wildcard_constraints:
+        base="|".join(SIMCLR_BASES) or "NO_SIMCLR_BASE",
+    log:
+        f"{LOGS}/aggregate/simclr_loss_{{base}}.log",
+    params:
+        standin=lambda wc: "--standin" if _plan.data_tag(config, wc.base).startswith("standin") else "",
+        stem=lambda wc: f"{REPORTS}/figures/simclr_loss_{wc.base}",
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.simclr_loss --record {input.record} "
+        "--dataset {wildcards.base} --out-stem {params.stem} {params.standin} > {log} 2>&1"
