@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from labeldp.report.render import save_figure, write_atomic_text, write_csv  # noqa: E402
+from labeldp.report.render import save_figure, write_atomic_text, write_csv
 
 __all__ = ["read_loss_curve", "write_simclr_loss_figure"]
 
@@ -40,7 +42,7 @@ def read_loss_curve(record: dict[str, Any]) -> list[float]:
         raise ValueError("the pre-training record has no loss_curve: is it a finished labeldp.simclr.pretrain "
                          "pretrain.json? Rerun the pretrain_simclr rule")
     values = [float(v) for v in curve]
-    if not all(v == v and abs(v) != float("inf") for v in values):
+    if not all(math.isfinite(v) for v in values):
         raise ValueError(f"the pre-training loss curve has non-finite values: {values}")
     return values
 
@@ -76,13 +78,13 @@ def write_simclr_loss_figure(*, record_path: str | Path, dataset: str, out_stem:
     planned = cfg.get("epochs")
     lines = [f"# SimCLR pre-training loss (000 Figure 3), {label}", "",
              f"- record: `{record_path}`",
-             f"- encoder: ResNet-18 width {cfg.get('width')}, projection {cfg.get('projection_dim')}, temperature "
-             f"{cfg.get('temperature')}; batch {cfg.get('batch_size')}, lr {cfg.get('learning_rate')}, "
-             f"weight decay {cfg.get('weight_decay')}; {record.get('optimizer', '')}",
-             f"- epochs completed: {record.get('epochs_completed', len(curve))} of {planned} planned "
-             "(000: 1,000 epochs of width 64 on CIFAR-10)",
-             f"- device: {record.get('device')}; {record.get('n_images')} images; "
-             f"{record.get('images_per_second_this_process', float('nan')):.0f} images/s in the last process", "",
+             (f"- encoder: ResNet-18 width {cfg.get('width')}, projection {cfg.get('projection_dim')}, temperature "
+              f"{cfg.get('temperature')}; batch {cfg.get('batch_size')}, lr {cfg.get('learning_rate')}, "
+              f"weight decay {cfg.get('weight_decay')}; {record.get('optimizer', '')}"),
+             (f"- epochs completed: {record.get('epochs_completed', len(curve))} of {planned} planned "
+              "(000: 1,000 epochs of width 64 on CIFAR-10)"),
+             (f"- device: {record.get('device')}; {record.get('n_images')} images; "
+              f"{record.get('images_per_second_this_process', float('nan')):.0f} images/s in the last process"), "",
              "| epoch | loss |", "|---|---|"]
     lines += [f"| {e} | {v:.4f} |" for e, v in zip(epochs, curve)]
     md = stem.with_suffix(".md")
