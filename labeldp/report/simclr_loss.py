@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import matplotlib
