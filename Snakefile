@@ -39,6 +39,8 @@ TABLES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "t
 FIGURES = [t for t, c in config["tables"].items() if c.get("kind", "table") == "figure"]
 # image datasets some table pre-trains SimCLR on (a `<base>_simclr` dataset): 000 Figure 3 per base
 SIMCLR_BASES = _data_layout.simclr_bases(config)
+# 000 Figure 5 / 002 Figure 1 (examples per user) where a table trains on Criteo Attribution's users
+USER_FIGURE = any(t.get("dataset") == "criteo_attribution" for t in config["tables"].values())
 TABLE_RUNS = _plan.runs_by_table(config)
 try:
     _batch_fit.check_batches_fit(config, TABLE_RUNS)  # a batch larger than the data fails here, before any job
@@ -75,6 +77,8 @@ rule all:
         expand(f"{REPORTS}/figures/{{e}}.md", e=list(config.get("paper_examples") or {})),
         # 000 Figure 3: the SimCLR pre-training loss of each pre-trained base
         expand(f"{REPORTS}/figures/simclr_loss_{{b}}.md", b=SIMCLR_BASES),
+        # 000 Figure 5 / 002 Figure 1: examples per user in Criteo Attribution
+        [f"{REPORTS}/figures/criteo_examples_per_user.md"] if USER_FIGURE else [],
         # the label-canary audit, where the config asks for it in `all` (the smoke profile does)
         [f"{config['reports_dir']}/audit/audit.passed"] if (config.get("audit") or {}).get("in_all") else [],
 

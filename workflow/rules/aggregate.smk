@@ -114,3 +114,23 @@ for _t in FIGURES:
             _t
         input:
             f"{REPORTS}/figures/{_t}.md",
+
+
+rule criteo_examples_per_user:
+    """000 Figure 5 and 002 Figure 1: examples per user in Criteo Attribution, from the prepared file."""
+    input:
+        data=lambda wc: _plan.prepared_path(config, "criteo_attribution"),
+    output:
+        md=f"{REPORTS}/figures/criteo_examples_per_user.md",
+        csv=f"{REPORTS}/figures/criteo_examples_per_user.csv",
+        png=report(f"{REPORTS}/figures/criteo_examples_per_user.png", caption="../report/plot.rst",
+                   category="Figures", subcategory="000",
+                   labels={"figure": "criteo_examples_per_user", "format": "png"}),
+        pdf=f"{REPORTS}/figures/criteo_examples_per_user.pdf",
+    log:
+        f"{LOGS}/aggregate/criteo_examples_per_user.log",
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.examples_per_user --data {input.data} "
+        "--out-stem {REPORTS}/figures/criteo_examples_per_user > {log} 2>&1"
