@@ -12,7 +12,8 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 
-from labeldp.plan import ConfigError, validate_semantics
+from labeldp.config_semantics import validate_semantics
+from labeldp.plan import ConfigError
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -42,7 +43,9 @@ def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
     """
     with open(schema_path) as f:
         schema = yaml.safe_load(f)
-    from labeldp.data.registry import dataset_names  # the registry is the one list of datasets
+    from labeldp.data.registry import (
+        dataset_names,  # the registry is the one list of datasets
+    )
     from labeldp.data.views import VIEWS  # and its split views
 
     schema["properties"]["datasets"]["propertyNames"] = {"enum": [*dataset_names(), *VIEWS]}

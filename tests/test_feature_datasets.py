@@ -6,8 +6,8 @@ import pytest
 
 from labeldp import feature_datasets as fd
 from labeldp import plan
+from labeldp.config_semantics import validate_semantics
 from labeldp.plan import ConfigError
-
 from tests.helpers import repo_config
 
 
@@ -52,7 +52,7 @@ def test_features_datasets_cannot_be_configured_apart_from_their_base():
     cfg = repo_config()
     cfg["datasets"]["cifar10_simclr"] = {"subset": 10, "standin": True}
     with pytest.raises(ConfigError, match="follows datasets.cifar10"):
-        plan.validate_semantics(cfg)
+        validate_semantics(cfg)
 
 
 def test_table6_plans_rr_with_prior_with_table9_and_quotes_pate_fm():

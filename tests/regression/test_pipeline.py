@@ -145,7 +145,8 @@ def test_nonprivate_regression_trains_on_true_labels(data):
 
 
 def test_config_with_eps_below_the_prior_budget_is_refused_before_any_job():
-    from labeldp.plan import ConfigError, validate_semantics
+    from labeldp.config_semantics import validate_semantics
+    from labeldp.plan import ConfigError
     from tests.helpers import repo_config
 
     cfg = repo_config()

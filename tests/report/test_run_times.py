@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from labeldp import plan, records
+from labeldp.config_semantics import validate_semantics
 from labeldp.report import run_times, scorecard, tables
 from tests.helpers import install_fake_methods, repo_config
 
@@ -62,4 +63,4 @@ def test_the_scorecard_does_not_score_timings(cfg, tmp_path):
 def test_a_source_that_is_not_a_table_is_refused(cfg):
     cfg["tables"]["table11"]["sources"] = [{"table": "nope", "ref_dataset": "mnist_table5"}]
     with pytest.raises(plan.ConfigError, match="sources"):
-        plan.validate_semantics(cfg)
+        validate_semantics(cfg)

@@ -6,7 +6,8 @@ import csv
 
 import pytest
 
-from labeldp.plan import ConfigError, validate_semantics
+from labeldp.config_semantics import validate_semantics
+from labeldp.plan import ConfigError
 from labeldp.report import scorecard as S
 from tests.helpers import repo_config
 
