@@ -229,8 +229,8 @@ def main() -> None:
              f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}."),
              (f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
              f"{meta['grid']}; every mode with an empty persistent JAX compilation cache at the start."), "",
-             f"Runs per job mode: one job per run on the first {a.single_runs or 'all'} runs, one sweep job "
-             f"(runs one after another) on the first {a.sweep_runs or 'all'}"
+             f"Runs per job mode: one job per run on {f'the first {a.single_runs}' if a.single_runs else 'all'} runs, "
+             f"one sweep job (runs one after another) on {f'the first {a.sweep_runs}' if a.sweep_runs else 'all'}"
              + (f", one sweep job with up to {a.vmap_runs} runs per vmapped program on all of them." if a.vmap_runs > 1
                 else "."), "",
              "| method | mode | runs | seconds | runs/hour | vs one job per run | records vs one job per run |",
