@@ -144,8 +144,12 @@ class _ConvBase(Denoiser):
         return resolve_solver(self.solver, rows, k, params, self.steps)
 
     def host_loop(self, *trees: PyTree) -> bool:
-        if self.converged:  # the matrix-free converged solver checks its gap from Python
-            return True
+        if self.converged:
+            # the matrix-free converged solver (what ``auto`` picks for large batches) checks its gap
+            # from Python; the jacobian and gram solvers iterate in a lax.while_loop, so with one of
+            # them named explicitly the projection runs in-jit where the loop resolves to ``fori``
+            # (a GPU, or loop="fori"), and a vmapped step runs it until every run has converged
+            return self.solver not in ("jacobian", "gram") or resolve_loop(self.loop, *trees) == "python"
         return resolve_loop(self.loop, *trees) == "python"
 
     def _project(self, noisy_grad, logits_fn, params, x, mask):

@@ -8,8 +8,10 @@ run_dp_loop` draws for it alone: its own Poisson batches from ``default_rng([see
 its alternative batches from ``default_rng([seed, ALT_STREAM])`` and its noise keys by one
 ``split`` per step of its own key, so each run is the run a single job trains (the same batches and
 noise; the arithmetic of a batched program can differ in the last bits, so metrics agree to about
-1e-5 relative, not bitwise). An in-jit converged projection (``loop="fori"``) under ``vmap`` runs
-until every run of the batch has converged, each run's iterate frozen once its own test passes.
+1e-5 relative, not bitwise). The step's denoiser must run in-jit (``DPSGDStep.pure_step``): NoOp,
+the paper's PGD projection with ``loop="fori"`` (a GPU's default), or the converged projection with
+the ``jacobian`` or ``gram`` solver, whose ``lax.while_loop`` under ``vmap`` runs until every run of
+the batch has converged, each run's iterate frozen once its own gap test passes.
 
 Where vmapping pays is the backend's business: on the 2-core CPU three vmapped DP-SGD steps took
 2.4x the time of three single steps (``benchmarks/results/sweep_cpu.md``), so the sweep runner
