@@ -77,7 +77,10 @@ def run_seconds(run, *, config: Mapping[str, Any], device: str, costs: Mapping[s
     spec = run.spec
     batch = int(spec.hparams.get("batch_size", 1024))
     steps = math.ceil(float(spec.hparams.get("epochs", 1)) * _train_units(config, spec.dataset, costs) / batch)
-    return steps * step_seconds(spec, device=device, costs=costs) + float(costs["seconds_per_run"][device])
+    fixed = costs["seconds_per_run"][device]
+    if isinstance(fixed, Mapping):  # per method: a GPU's vmapped DP-SGD sweeps share compilation
+        fixed = fixed.get(spec.method, fixed["default"])
+    return steps * step_seconds(spec, device=device, costs=costs) + float(fixed)
 
 
 def estimate(config: Mapping[str, Any], targets: Sequence[str], *, costs: Mapping[str, Any] | None = None,
