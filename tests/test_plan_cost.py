@@ -41,3 +41,17 @@ def test_a_full_table_points_the_user_elsewhere():
 def test_unknown_target_is_refused():
     with pytest.raises(plan.ConfigError, match="unknown table"):
         plan_cost.estimate(repo_config("smoke.yaml"), ["table99"], exists=lambda p: False)
+
+
+def test_a_runs_fixed_cost_can_depend_on_its_method():
+    """A GPU's vmapped DP-SGD runs share compilation: their fixed cost is the method's entry, every
+    other method's the default."""
+    cfg = repo_config("smoke.yaml")
+    costs = {**plan_cost.load_costs(), "seconds_per_run": {"cpu": 6.0, "gpu": {"default": 10.0, "dpsgd": 0.5}}}
+    dp = plan.select_runs(cfg, ["table15"], methods=["dpsgd"])[0]
+    rr = plan.select_runs(cfg, ["table15"], methods=["rr"])[0]
+    zero = {**costs, "seconds_per_step": {d: {m: {"sgd": 0.0, "dpsgd": 0.0, "labeldp_pro": {1024: 0.0}}
+                                              for m in costs["seconds_per_step"][d]} for d in ("cpu", "gpu")}}
+    assert plan_cost.run_seconds(dp, config=cfg, device="gpu", costs=zero) == pytest.approx(0.5)
+    assert plan_cost.run_seconds(rr, config=cfg, device="gpu", costs=zero) == pytest.approx(10.0)
+    assert plan_cost.run_seconds(dp, config=cfg, device="cpu", costs=zero) == pytest.approx(6.0)
