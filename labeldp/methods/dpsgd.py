@@ -14,7 +14,7 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, per-user gradients (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
-OPTIONS = ("amplification", "clipping_formulation", "validation_fraction", "validation_epsilon")
+OPTIONS = ("amplification", "clipping_formulation", "validation_fraction", "validation_epsilon", "momentum")
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -154,6 +154,21 @@ class PreparedRun:
     reasons: tuple[str, ...]
 
 
+def sgd_momentum(spec: RunSpec) -> float | None:
+    """The SGD momentum a variant asks for (option ``momentum``; None: plain SGD, 000 Table 8's
+    "SGD"). Applied after noising, so it is post-processing and the accounting is unchanged.
+
+    Raises:
+      ValueError: not a number in [0, 1).
+    """
+    value = spec.options.get("momentum")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) < 1.0:
+        raise ValueError(f"option momentum must be a number in [0, 1) or absent, got {value!r} (variant {spec.variant!r})")
+    return float(value)
+
+
 def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays | None = None) -> PreparedRun:
     """Plans ``spec`` (sigma from the accountant), builds its step and initial state.
 
@@ -162,8 +177,8 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
       spec: the run; hparams need ``learning_rate``, ``epochs``, ``batch_size``, ``clip_norm``;
         options may set ``validation_fraction`` / ``validation_epsilon`` (train on the rest, score on
         the held-out rows' labels released by RR at that eps, default the run's; :mod:`labeldp.selection`),
-        ``amplification`` (default True), ``alt_batch_size`` (n2) and
-        ``clipping_formulation`` (``auto``, ``vmap_grad`` or ``bookkeeping``: how the per-example
+        ``amplification`` (default True), ``alt_batch_size`` (n2), ``momentum`` (SGD momentum,
+        :func:`sgd_momentum`) and ``clipping_formulation`` (``auto``, ``vmap_grad`` or ``bookkeeping``: how the per-example
         clipped sum is computed, :mod:`labeldp.dpsgd.clipping`; the record's details say which ran).
       denoiser: a :class:`labeldp.denoisers.Denoiser`.
       arrays: the run's :class:`TrainingArrays` (default :func:`training_arrays`).
@@ -186,7 +201,7 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
     model = build_model_for(data)
     cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=run_plan.noise_multiplier, expected_batch_size=n1,
                       sampling=spec.sampling)
-    step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model, denoiser=denoiser,
+    step = make_dpsgd_step(optimizer=optax.sgd(lr, momentum=sgd_momentum(spec)), config=cfg, model=model, denoiser=denoiser,
                            formulation=str(spec.options.get("clipping_formulation", "auto")))
     key, params = initial_params(model, seed=spec.seed)
     n2 = int(spec.options.get("alt_batch_size") or n1)
@@ -291,7 +306,8 @@ def train_private_vmapped(data, specs: Sequence[RunSpec], *, denoisers: Sequence
     arrays = training_arrays(data, specs[0])
     prepared = [prepare_private_run(data, s, denoiser=d, arrays=arrays) for s, d in zip(specs, denoisers)]
     first = prepared[0]
-    template = make_dpsgd_step(optimizer=optax.inject_hyperparams(optax.sgd)(learning_rate=1.0),
+    template = make_dpsgd_step(optimizer=optax.inject_hyperparams(optax.sgd)(learning_rate=1.0,
+                                                                            momentum=sgd_momentum(first.spec)),
                                config=first.step.config, model=first.model, denoiser=first.denoiser,
                                formulation=str(first.spec.options.get("clipping_formulation", "auto")))
     if template.denoiser.host_loop(first.state.params):
