@@ -38,6 +38,7 @@ import argparse
 import copy
 import datetime as _dt
 import json
+import math
 import os
 import subprocess
 import sys
@@ -165,7 +166,7 @@ def _compare_records(single, other) -> dict:
         same_privacy &= ra["privacy"] == rb["privacy"]
         same_metrics &= ra["metrics"] == rb["metrics"]
         for k, v in ra["metrics"].items():
-            if isinstance(v, float) and isinstance(rb["metrics"].get(k), float) and v == v:
+            if isinstance(v, float) and isinstance(rb["metrics"].get(k), float) and not math.isnan(v):
                 worst = max(worst, abs(v - rb["metrics"][k]) / max(abs(v), 1e-12))
     return {"compared_runs": min(len(single), len(other)), "privacy_identical": same_privacy,
             "metrics_identical": same_metrics, "max_relative_metric_difference": worst}

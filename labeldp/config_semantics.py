@@ -6,7 +6,8 @@ any job: every error is a :class:`~labeldp.plan.ConfigError` naming the key to c
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from labeldp import feature_datasets
 from labeldp.methods import registry
