@@ -26,6 +26,7 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from labeldp.report.cli import run_writer
 from labeldp.report.render import save_figure, write_atomic_text, write_csv
 
 __all__ = ["examples_per_user", "write_examples_per_user_figure"]
@@ -106,11 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", required=True, help="the prepared Criteo Attribution file (.npz)")
     p.add_argument("--out-stem", required=True)
     a = p.parse_args(argv)
-    try:
-        write_examples_per_user_figure(data_path=a.data, out_stem=a.out_stem)
-    except (OSError, ValueError) as err:
-        raise SystemExit(f"error: {err}") from None
-    return 0
+    return run_writer(write_examples_per_user_figure, data_path=a.data, out_stem=a.out_stem)
 
 
 if __name__ == "__main__":  # pragma: no cover

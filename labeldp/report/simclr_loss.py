@@ -26,6 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
+from labeldp.report.cli import run_writer
 from labeldp.report.render import save_figure, write_atomic_text, write_csv
 
 __all__ = ["read_loss_curve", "write_simclr_loss_figure"]
@@ -99,11 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out-stem", required=True)
     p.add_argument("--standin", action="store_true", help="the images were a synthetic stand-in")
     a = p.parse_args(argv)
-    try:
-        write_simclr_loss_figure(record_path=a.record, dataset=a.dataset, out_stem=a.out_stem, standin=a.standin)
-    except (OSError, ValueError) as err:
-        raise SystemExit(f"error: {err}") from None
-    return 0
+    return run_writer(write_simclr_loss_figure, record_path=a.record, dataset=a.dataset, out_stem=a.out_stem,
+                      standin=a.standin)
 
 
 if __name__ == "__main__":  # pragma: no cover
