@@ -123,7 +123,7 @@ rule criteo_examples_per_user:
     output:
         md=f"{REPORTS}/figures/criteo_examples_per_user.md",
         csv=f"{REPORTS}/figures/criteo_examples_per_user.csv",
-        png=report(f"{REPORTS}/figures/criteo_examples_per_user.png", caption="../report/plot.rst",
+        png=report(f"{REPORTS}/figures/criteo_examples_per_user.png", caption="../report/examples_per_user.rst",
                    category="Figures", subcategory="000",
                    labels={"figure": "criteo_examples_per_user", "format": "png"}),
         pdf=f"{REPORTS}/figures/criteo_examples_per_user.pdf",

@@ -70,7 +70,7 @@ rule simclr_loss_figure:
     output:
         md=f"{REPORTS}/figures/simclr_loss_{{base}}.md",
         csv=f"{REPORTS}/figures/simclr_loss_{{base}}.csv",
-        png=report(f"{REPORTS}/figures/simclr_loss_{{base}}.png", caption="../report/plot.rst", category="Figures",
+        png=report(f"{REPORTS}/figures/simclr_loss_{{base}}.png", caption="../report/simclr_loss.rst", category="Figures",
                    subcategory="000", labels=lambda wc: {"figure": f"simclr_loss_{wc.base}", "format": "png"}),
         pdf=f"{REPORTS}/figures/simclr_loss_{{base}}.pdf",
     wildcard_constraints:
