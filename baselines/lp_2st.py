@@ -30,9 +30,13 @@ a pair of optional hyper-parameters, one per stage, ``mixup_alpha1`` and ``mixup
 (default 0 = off; 001 finds alpha in 4-8 good, with less in stage 2, Fig. 4b). They are
 searched only where the table's grid lists them.
 
-Not implemented: data augmentation, 001's learning-rate schedule, momentum and weight decay. 000 Table 5's baselines are run with
-000 Table 8's plain SGD grid, which is what this module uses (as the other baselines), so
-accuracies can fall short of 001's own LP-2ST numbers.
+Training recipe: 000 Table 5's baselines run with 000 Table 8's plain SGD grid (the default);
+a variant may set 001 Appendix B's recipe (:data:`labeldp.methods.common.RECIPE_OPTIONS`:
+momentum, the warm-up / linear-decay schedule, l2), as 001 Table 4's target does. Not
+implemented: 001's data augmentation and its simplified Inception network.
+
+This is :mod:`baselines.lp_mst` with T = 2 (the same code, streams and records); this module
+keeps LP-2ST's method id and its record's flat ``details``.
 
 Privacy: every label is queried exactly once (stage-1 labels by RR, stage-2 labels by
 RRWithPrior with a prior computed from stage-1 randomised labels and public images only), so
@@ -49,6 +53,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from baselines.lp_mst import (TWO_STAGE_FRACTIONS, LabelOracle, filter_k, plan_multi_stage,  # noqa: F401 (re-exported)
+                              split_into_stages, top_k_mask, train_multi_stage)
 from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "lp_2st"
@@ -58,76 +64,7 @@ DATASET_KINDS = ("image", "features")
 
 MECHANISM = ("lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; "
              "pure eps-label-DP, each label queried once)")
-DEFAULT_STAGE1_FRACTION = 0.4
-
-
-class LabelOracle:
-    """The only access to the true labels: answers each index at most once, by an eps-DP query.
-
-    Both queries call the randomizers through the module
-    :mod:`labeldp.mechanisms.classification` at call time (so tests can spy on them) and log
-    ``(mechanism, indices)``; a second query of any index raises ``RuntimeError``.
-
-    Args:
-      labels: (n,) true labels.
-      num_classes: K.
-      epsilon: the per-query budget.
-      rng: the ``numpy.random.Generator`` of the label noise.
-    """
-
-    def __init__(self, labels, *, num_classes: int, epsilon: float, rng):
-        import numpy as np
-
-        self._labels = np.asarray(labels).astype(np.int64)
-        self.num_classes = int(num_classes)
-        self.epsilon = float(epsilon)
-        self._rng = rng
-        self._queried = np.zeros(self._labels.shape[0], dtype=bool)
-        self.log: list[tuple[str, Any]] = []
-
-    @property
-    def n(self) -> int:
-        return int(self._labels.shape[0])
-
-    def _claim(self, idx, mechanism: str):
-        import numpy as np
-
-        idx = np.asarray(idx, dtype=np.int64)
-        if idx.ndim != 1:
-            raise ValueError(f"indices must be 1-D, got shape {idx.shape}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.n):
-            raise IndexError(f"label index out of range [0, {self.n})")
-        if np.unique(idx).size != idx.size or np.any(self._queried[idx]):
-            raise RuntimeError("a label would be queried twice; LP-MST queries each label once "
-                               "(001 Observation 4)")
-        self._queried[idx] = True
-        self.log.append((mechanism, idx.copy()))
-        return idx
-
-    def randomized_response(self, idx):
-        """K-ary RR of the labels at ``idx`` (stage 1)."""
-        from labeldp.mechanisms import classification
-
-        idx = self._claim(idx, "randomized_response")
-        return classification.randomized_response(self._labels[idx], num_classes=self.num_classes,
-                                                  epsilon=self.epsilon, rng=self._rng)
-
-    def rr_with_prior(self, idx, priors):
-        """RRWithPrior of the labels at ``idx`` with one prior row per index (stage 2)."""
-        from labeldp.mechanisms import classification
-
-        idx = self._claim(idx, "rr_with_prior")
-        return classification.rr_with_prior(self._labels[idx], priors, epsilon=self.epsilon,
-                                            rng=self._rng)
-
-    @property
-    def queried_indices(self):
-        """All queried indices, in query order."""
-        import numpy as np
-
-        if not self.log:
-            return np.zeros(0, dtype=np.int64)
-        return np.concatenate([i for _, i in self.log])
+DEFAULT_STAGE1_FRACTION = TWO_STAGE_FRACTIONS[0]
 
 
 def split_stages(n: int, *, stage1_fraction: float, rng):
@@ -135,32 +72,10 @@ def split_stages(n: int, *, stage1_fraction: float, rng):
 
     Stage 1 is the first ``round(stage1_fraction * n)`` entries of ``rng.permutation(n)``.
     """
-    import numpy as np
-
     if not 0.0 < float(stage1_fraction) < 1.0:
         raise ValueError(f"stage1_fraction must be in (0, 1), got {stage1_fraction!r}")
-    n1 = int(round(float(stage1_fraction) * n))
-    if not 1 <= n1 <= n - 1:
-        raise ValueError(f"cannot split {n} examples into two non-empty stages with "
-                         f"stage1_fraction={stage1_fraction}")
-    perm = rng.permutation(n)
-    return np.sort(perm[:n1]), np.sort(perm[n1:])
-
-
-def filter_k(mean_k: float, num_classes: int) -> int:
-    """``round(mean k*)`` (half up), clipped to [1, K]: the top-k of the stage-1 filter."""
-    import math
-
-    return int(min(max(math.floor(float(mean_k) + 0.5), 1), int(num_classes)))
-
-
-def top_k_mask(scores, labels, k: int):
-    """True where ``labels[i]`` is among the ``k`` largest ``scores[i]`` (ties: smaller id)."""
-    import numpy as np
-
-    scores = np.asarray(scores)
-    order = np.argsort(-scores, axis=-1, kind="stable")[:, :int(k)]
-    return np.any(order == np.asarray(labels)[:, None], axis=-1)
+    idx1, idx2 = split_into_stages(n, fractions=(float(stage1_fraction), 1.0 - float(stage1_fraction)), rng=rng)
+    return idx1, idx2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,28 +132,25 @@ def plan_stages(labels, *, num_classes: int, epsilon: float, rng,
     Returns:
       A :class:`TwoStagePlan`.
     """
-    import numpy as np
-
-    from baselines.common import softmax
-
+    if not 0.0 < float(stage1_fraction) < 1.0:
+        raise ValueError(f"stage1_fraction must be in (0, 1), got {stage1_fraction!r}")
     if oracle is None:
         oracle = LabelOracle(labels, num_classes=num_classes, epsilon=epsilon, rng=rng)
-    n = oracle.n
-    idx1, idx2 = split_stages(n, stage1_fraction=stage1_fraction, rng=rng)
-    noisy1 = oracle.randomized_response(idx1)
-    logits = np.asarray(fit_stage1(idx1, noisy1))
-    if logits.shape != (n, num_classes):
-        raise ValueError(f"fit_stage1 must return ({n}, {num_classes}) logits, got {logits.shape}")
-    res2 = oracle.rr_with_prior(idx2, softmax(logits[idx2], temperature=temperature))
-    mean_k = res2.mean_k
-    k_f = filter_k(mean_k, num_classes)
-    keep = top_k_mask(logits[idx1], noisy1, k_f)
-    train_idx = np.concatenate([idx2, idx1[keep]])
-    train_labels = np.concatenate([res2.noisy_labels, noisy1[keep]])
-    return TwoStagePlan(stage1_idx=idx1, stage2_idx=idx2, stage1_noisy=noisy1,
-                        stage2_noisy=res2.noisy_labels, stage2_k=res2.k, mean_k=float(mean_k),
-                        filter_k=k_f, stage1_keep=keep, train_idx=train_idx,
-                        train_labels=train_labels, query_log=tuple(oracle.log))
+    s1, s2 = plan_multi_stage(labels, num_classes=num_classes, epsilon=epsilon, rng=rng,
+                              fit_stage=lambda t, idx, noisy: fit_stage1(idx, noisy) if t == 1 else None,
+                              fractions=(float(stage1_fraction), 1.0 - float(stage1_fraction)),
+                              temperature=temperature, oracle=oracle)
+    keep = top_k_mask_of(s1, s2)
+    return TwoStagePlan(stage1_idx=s1.idx, stage2_idx=s2.idx, stage1_noisy=s1.noisy, stage2_noisy=s2.noisy,
+                        stage2_k=s2.k, mean_k=s2.mean_k, filter_k=s2.filter_k, stage1_keep=keep,
+                        train_idx=s2.train_idx, train_labels=s2.train_labels, query_log=tuple(oracle.log))
+
+
+def top_k_mask_of(stage1, stage2):
+    """The mask over stage 1's indices of the labels stage 2 reuses."""
+    import numpy as np
+
+    return np.isin(stage1.idx, stage2.train_idx[stage2.idx.size:])
 
 
 def run(data, spec: RunSpec) -> MethodResult:
@@ -248,8 +160,8 @@ def run(data, spec: RunSpec) -> MethodResult:
       data: a prepared image dataset.
       spec: the run (finite ``epsilon``); hparams ``learning_rate``, ``epochs``,
         ``batch_size`` and optionally ``mixup_alpha1`` / ``mixup_alpha2`` (mixup in stage 1 /
-        stage 2, default 0 = off); options ``stage1_fraction`` (default 0.4) and
-        ``temperature`` (default 1.0).
+        stage 2, default 0 = off); options ``stage1_fraction`` (default 0.4),
+        ``temperature`` (default 1.0) and the recipe's (:data:`labeldp.methods.common.RECIPE_OPTIONS`).
 
     Returns:
       A :class:`MethodResult`; ``details`` has the mean ``k*``, the filter ``k``, the number
@@ -258,72 +170,41 @@ def run(data, spec: RunSpec) -> MethodResult:
     import numpy as np
 
     from baselines import common
-    from labeldp.methods.common import build_model_for, train_config
-    from labeldp.training import (accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images,
-                                  train_weighted)
+    from labeldp.methods.common import RECIPE_OPTIONS
 
-    eps = common.require_private(spec, NAME)
-    common.check_options(spec, ("stage1_fraction", "temperature"), NAME)
-    k = int(data.num_classes)
+    staged = train_multi_stage(data, spec, name=NAME, default_stages=2,
+                               options=("stage1_fraction", "temperature") + RECIPE_OPTIONS)
     y = np.asarray(data.y_train)
-    stage1_fraction = float(spec.options.get("stage1_fraction", DEFAULT_STAGE1_FRACTION))
-    temperature = float(spec.options.get("temperature", 1.0))
-    model = build_model_for(data)
-    config = train_config(spec)
-    mixup = {stage: float(spec.hparams.get(f"mixup_alpha{stage}", OPTIONAL_HYPERPARAMETERS[f"mixup_alpha{stage}"]))
-             for stage in (1, 2)}
-    config1 = dataclasses.replace(config, mixup_alpha=mixup[1])
-    config2 = dataclasses.replace(config, mixup_alpha=mixup[2])
-    x_train = to_float_images(data.x_train)
-    x_test = to_float_images(data.x_test)
-    rng = common.label_rng(spec.seed, common.STREAM_LP_2ST)
-    stage1 = {}
-
-    def fit_stage1(idx1, noisy1):
-        res = train_weighted(model, x_train=x_train[idx1], target_weights=one_hot(noisy1, k),
-                             config=config1, seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, 1),
-                             desc=f"{NAME} stage 1")
-        stage1["result"] = res
-        return predict_logits(model, res.params, x_train)
-
-    plan = plan_stages(y, num_classes=k, epsilon=eps, rng=rng, fit_stage1=fit_stage1,
-                       stage1_fraction=stage1_fraction, temperature=temperature)
-    res1 = stage1["result"]
-    stage1_acc = accuracy_pct(model, res1.params, x_test, data.y_test)
-    res2 = train_weighted(model, x_train=x_train[plan.train_idx],
-                          target_weights=one_hot(plan.train_labels, k), config=config2,
-                          seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, 2),
-                          init_params=res1.params, desc=f"{NAME} stage 2")
-    acc = accuracy_pct(model, res2.params, x_test, data.y_test)
-    diverged = bool(res1.diverged or res2.diverged or not np.isfinite(res2.final_loss))
-    metrics = {"test_accuracy_pct": acc, "diverged": diverged, "final_train_loss": res2.final_loss,
-               "steps": int(res1.steps + res2.steps)}
-    timings = {"train_seconds": res1.train_seconds + res2.train_seconds,
-               "seconds_per_epoch": 0.5 * (res1.seconds_per_epoch + res2.seconds_per_epoch),
-               "stage1_seconds_per_epoch": res1.seconds_per_epoch,
-               "stage2_seconds_per_epoch": res2.seconds_per_epoch}
+    s1, s2 = staged.plans
+    keep = top_k_mask_of(s1, s2)
     all_noisy = np.empty_like(y)
-    all_noisy[plan.stage1_idx] = plan.stage1_noisy
-    all_noisy[plan.stage2_idx] = plan.stage2_noisy
-    kept_idx = plan.stage1_idx[plan.stage1_keep]
+    all_noisy[s1.idx] = s1.noisy
+    all_noisy[s2.idx] = s2.noisy
+    kept_idx = s1.idx[keep]
+    res1 = staged.results[0]
+    timings = staged.timings()
     details = {
         "noisy_label_accuracy": common.label_accuracy(all_noisy, y),
-        "stage1_noisy_label_accuracy": common.label_accuracy(plan.stage1_noisy, y[plan.stage1_idx]),
-        "stage2_noisy_label_accuracy": common.label_accuracy(plan.stage2_noisy, y[plan.stage2_idx]),
-        "kept_stage1_label_accuracy": common.label_accuracy(plan.stage1_noisy[plan.stage1_keep], y[kept_idx]),
-        "mean_k": plan.mean_k,
-        "filter_k": plan.filter_k,
-        "num_stage1": int(plan.stage1_idx.size),
-        "num_stage2": int(plan.stage2_idx.size),
-        "num_stage1_kept": plan.num_stage1_kept,
-        "num_stage2_train": int(plan.train_idx.size),
-        "stage1_test_accuracy_pct": stage1_acc,
+        "stage1_noisy_label_accuracy": common.label_accuracy(s1.noisy, y[s1.idx]),
+        "stage2_noisy_label_accuracy": common.label_accuracy(s2.noisy, y[s2.idx]),
+        "kept_stage1_label_accuracy": common.label_accuracy(s1.noisy[keep], y[kept_idx]),
+        "mean_k": s2.mean_k,
+        "filter_k": s2.filter_k,
+        "num_stage1": int(s1.idx.size),
+        "num_stage2": int(s2.idx.size),
+        "num_stage1_kept": int(keep.sum()),
+        "num_stage2_train": int(s2.train_idx.size),
+        "stage1_test_accuracy_pct": staged.stage_test_accuracy_pct[0],
         "stage1_diverged": bool(res1.diverged),
-        "stage1_fraction": stage1_fraction,
-        "temperature": temperature,
-        "epochs_per_stage": int(config.epochs),
-        "mixup_alpha": {"stage1": mixup[1], "stage2": mixup[2]},
+        "stage1_fraction": staged.fractions[0],
+        "temperature": staged.temperature,
+        "epochs_per_stage": int(staged.config.epochs),
+        "mixup_alpha": {"stage1": staged.mixup[1], "stage2": staged.mixup[2]},
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
     }
-    return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details, audit_log_probs=audit_log_probs(model, res2.params, data))
+    if spec.options.keys() & set(RECIPE_OPTIONS):
+        cfg = staged.config
+        details["recipe"] = {"momentum": cfg.momentum, "lr_schedule": cfg.lr_schedule,
+                             "warmup_fraction": cfg.warmup_fraction, "l2": cfg.l2}
+    return MethodResult(metrics=staged.metrics(), privacy=common.pure_label_dp(spec.epsilon, MECHANISM),
+                        timings=timings, details=details, audit_log_probs=staged.audit_log_probs)

@@ -33,6 +33,8 @@ __all__ = [
     "to_float_images",
     "one_hot",
     "mixup_batch",
+    "LR_SCHEDULES",
+    "sgd_optimizer",
     "train_weighted",
     "predict_logits",
     "accuracy_pct",
@@ -50,6 +52,12 @@ class TrainConfig:
       momentum: SGD momentum (0 in the paper: plain SGD).
       mixup_alpha: mixup (Zhang et al. 2018; 001 Appendix B, "Learning with Noisy Labels")
         with mixing weight ``lam ~ Beta(alpha, alpha)`` per batch; 0 turns it off.
+      lr_schedule: ``constant`` (000 Table 8) or ``warmup_linear_decay`` (001 Appendix B: the
+        step size grows linearly from 0 to ``learning_rate`` over the first ``warmup_fraction`` of
+        all steps, then decays linearly to 0 at the last step).
+      warmup_fraction: the warm-up share of ``warmup_linear_decay`` (001: 0.15).
+      l2: coefficient ``c`` of an l2 penalty ``c * sum(w ** 2)`` over all parameters added to the
+        loss (001 Appendix B: 1e-4), applied as weight decay ``2 c w`` before momentum.
       progress: show a tqdm progress bar.
     """
 
@@ -58,11 +66,50 @@ class TrainConfig:
     batch_size: int = 1024
     momentum: float = 0.0
     mixup_alpha: float = 0.0
+    lr_schedule: str = "constant"
+    warmup_fraction: float = 0.15
+    l2: float = 0.0
     progress: bool = True
 
     def __post_init__(self):
         if not (self.mixup_alpha >= 0.0 and np.isfinite(self.mixup_alpha)):
             raise ValueError(f"mixup_alpha must be a finite number >= 0 (0 = off), got {self.mixup_alpha!r}")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {self.lr_schedule!r}")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction!r}")
+        if not (self.l2 >= 0.0 and np.isfinite(self.l2)):
+            raise ValueError(f"l2 must be a finite number >= 0 (0 = off), got {self.l2!r}")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"momentum must be in [0, 1) (0 = plain SGD), got {self.momentum!r}")
+
+
+#: The step-size schedules of :class:`TrainConfig`.
+LR_SCHEDULES = ("constant", "warmup_linear_decay")
+
+
+def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTransformation:
+    """SGD of ``config``: its schedule, momentum and l2 penalty (001 Appendix B's recipe when set).
+
+    Args:
+      config: the training settings.
+      total_steps: the number of optimiser steps the run will take (the schedule's length).
+
+    Returns:
+      An optax transformation; with the defaults (constant rate, no l2) exactly
+      ``optax.sgd(learning_rate, momentum)``.
+    """
+    peak = float(config.learning_rate)
+    if config.lr_schedule == "constant":
+        lr = peak
+    else:
+        warm = max(1, int(round(config.warmup_fraction * total_steps)))
+        lr = optax.join_schedules([optax.linear_schedule(0.0, peak, warm),
+                                   optax.linear_schedule(peak, 0.0, max(1, int(total_steps) - warm))], [warm])
+    tx = optax.sgd(lr, momentum=config.momentum or None)
+    if config.l2 > 0:
+        tx = optax.chain(optax.add_decayed_weights(2.0 * float(config.l2)), tx)
+    return tx
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,14 +283,14 @@ def train_weighted(
     key = jax.random.key(seed)
     key, init_key = jax.random.split(key)
     params = spec.init(init_key) if init_params is None else init_params
-    tx = optax.sgd(config.learning_rate, momentum=config.momentum or None)
+    bs = int(config.batch_size)
+    steps_per_epoch = -(-n // bs)
+    tx = sgd_optimizer(config, total_steps=steps_per_epoch * int(config.epochs))
     opt_state = tx.init(params)
     step = make_weighted_sgd_step(spec, tx, target_transform, mixup_alpha=float(config.mixup_alpha))
-    bs = int(config.batch_size)
     rng = np.random.default_rng(seed)
     x_dev = jnp.asarray(x_train)
     w_dev = jnp.asarray(target_weights, dtype=jnp.float32)
-    steps_per_epoch = -(-n // bs)
     diverged = False
     last_loss = float("nan")
     epoch_times = []

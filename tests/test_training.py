@@ -89,3 +89,68 @@ def test_mixup_pairs_real_rows_only_with_real_rows():
         partners = np.rint((np.asarray(x_mix[:, 0]) - lam * np.arange(b)) / (1.0 - lam)).astype(int)
         assert sorted(partners[:real]) == list(range(real))  # a permutation of the real rows
         assert sorted(partners[real:]) == list(range(real, b))
+
+
+def _sgd_updates(config, *, grads, params, steps):
+    """The updates of :func:`labeldp.training.sgd_optimizer` for a fixed gradient, step by step."""
+    from labeldp.training import sgd_optimizer
+
+    tx = sgd_optimizer(config, total_steps=steps)
+    state = tx.init(params)
+    out = []
+    for _ in range(steps):
+        upd, state = tx.update(grads, state, params)
+        out.append(np.asarray(upd))
+    return np.stack(out)
+
+
+def test_warmup_linear_decay_rises_to_the_peak_then_falls_to_zero():
+    """001 Appendix B: the rate grows linearly from 0 over 15% of the steps, then decays linearly to 0."""
+    steps, peak = 100, 0.02
+    cfg = TrainConfig(learning_rate=peak, epochs=1, lr_schedule="warmup_linear_decay")
+    lr = -_sgd_updates(cfg, grads=jnp.ones(()), params=jnp.zeros(()), steps=steps)
+    warm = 15
+    np.testing.assert_allclose(lr[: warm + 1], peak * np.arange(warm + 1) / warm, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(lr[warm:], peak * (1 - np.arange(steps - warm) / (steps - warm)), rtol=1e-5, atol=1e-9)
+    assert lr.argmax() == warm and lr[0] == 0.0 and lr[-1] < peak / (steps - warm) + 1e-9
+
+
+def test_l2_penalty_is_the_gradient_of_c_times_the_squared_norm_and_defaults_are_plain_sgd():
+    params = jnp.asarray([1.0, -2.0, 0.5])
+    zero = jnp.zeros(3)
+    cfg = TrainConfig(learning_rate=0.1, epochs=1, l2=1e-2)
+    upd = _sgd_updates(cfg, grads=zero, params=params, steps=1)[0]
+    np.testing.assert_allclose(upd, -0.1 * 2 * 1e-2 * np.asarray(params), rtol=1e-6)  # d/dw c|w|^2 = 2cw
+    g = jnp.asarray([0.3, 0.1, -0.2])
+    import optax
+
+    plain = optax.sgd(0.1, momentum=0.9)
+    state = plain.init(params)
+    want = []
+    for _ in range(3):
+        u, state = plain.update(g, state, params)
+        want.append(np.asarray(u))
+    got = _sgd_updates(TrainConfig(learning_rate=0.1, epochs=1, momentum=0.9), grads=g, params=params, steps=3)
+    np.testing.assert_array_equal(got, np.stack(want))
+
+
+@pytest.mark.parametrize("kw,match", [({"lr_schedule": "cosine"}, "lr_schedule must be one of"),
+                                      ({"warmup_fraction": 1.0}, "warmup_fraction"),
+                                      ({"l2": -1.0}, "l2 must be"), ({"momentum": 1.0}, "momentum must be")])
+def test_recipe_settings_are_checked(kw, match):
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(learning_rate=0.1, epochs=1, **kw)
+
+
+def test_a_variants_recipe_options_reach_the_train_config():
+    from labeldp.methods.base import RunSpec
+    from labeldp.methods.common import train_config
+
+    spec = RunSpec(dataset="mnist", method="lp_2st", variant="recipe001", epsilon=1.0, delta=0.0, seed=0,
+                   hparams={"learning_rate": 0.02, "epochs": 2, "batch_size": 265},
+                   options={"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "l2": 1e-4})
+    cfg = train_config(spec)
+    assert (cfg.momentum, cfg.lr_schedule, cfg.warmup_fraction, cfg.l2) == (0.9, "warmup_linear_decay", 0.15, 1e-4)
+    plain = train_config(RunSpec(dataset="mnist", method="rr", variant="default", epsilon=1.0, delta=0.0, seed=0,
+                                 hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64}))
+    assert (plain.momentum, plain.lr_schedule, plain.l2) == (0.0, "constant", 0.0)

@@ -22,11 +22,22 @@ def build_model_for(data) -> ModelSpec:
                        num_classes=data.num_classes)
 
 
+#: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
+#: 001 Appendix B's is ``{momentum: 0.9, lr_schedule: warmup_linear_decay, warmup_fraction: 0.15, l2: 1.0e-4}``.
+RECIPE_OPTIONS = ("momentum", "lr_schedule", "warmup_fraction", "l2")
+
+
 def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
-    hp = spec.hparams
+    """The :class:`~labeldp.training.TrainConfig` of a run: the grid point's learning rate, epochs and
+    batch size, and the variant's :data:`RECIPE_OPTIONS` (default: 000 Table 8's plain SGD at a constant
+    rate; a ``momentum`` grid axis is still read from the grid point)."""
+    hp, opts = spec.hparams, spec.options
     return TrainConfig(learning_rate=float(hp["learning_rate"]), epochs=int(hp["epochs"]),
-                       batch_size=int(hp["batch_size"]), momentum=float(hp.get("momentum", 0.0)),
-                       progress=progress)
+                       batch_size=int(hp["batch_size"]),
+                       momentum=float(opts.get("momentum", hp.get("momentum", 0.0))),
+                       lr_schedule=str(opts.get("lr_schedule", "constant")),
+                       warmup_fraction=float(opts.get("warmup_fraction", 0.15)),
+                       l2=float(opts.get("l2", 0.0)), progress=progress)
 
 
 def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec: RunSpec, *,

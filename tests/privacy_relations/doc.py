@@ -21,7 +21,7 @@ DOC = REPO / "docs" / "privacy_relations.md"
 
 HEADER = ["id", "method", "relation its guarantee is stated for", "sensitivity", "mechanism", "checked by"]
 EXPECTED_IDS = {
-    "rr", "rr_debiased", "rr_with_prior", "lp_2st", "alibi",
+    "rr", "rr_debiased", "rr_with_prior", "lp_2st", "lp_mst", "alibi",
     "dpsgd", "dpsgd_opacus", "labeldp_pro",
     "regression_laplace", "regression_staircase", "regression_rr_on_bins",
     "regression_optimal_unbiased", "regression_prior",

@@ -150,6 +150,38 @@ def test_row_lp_2st(monkeypatch):
     assert_pure_label_dp_record(lp_2st, r)
 
 
+def test_row_lp_mst(monkeypatch):
+    from baselines import common, lp_mst
+
+    r = row("lp_mst")
+    assert_label_only_row(r)
+    assert "pairwise" in sensitivity_tokens(r)
+    n, k, eps, stages = 90, 3, 0.8, 3
+    y = np.random.default_rng(11).integers(0, k, n)
+    stage_logits = {t: np.random.default_rng([12, t]).normal(size=(n, k)) for t in (1, 2)}
+    fits = []
+
+    def fit_stage(t, idx, noisy):
+        fits.append((t, np.array(idx), np.array(noisy)))
+        return stage_logits.get(t)
+
+    rr_calls = spy(monkeypatch, C, "randomized_response")
+    rwp_calls = spy(monkeypatch, C, "rr_with_prior")
+    oracle = lp_mst.LabelOracle(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(13))
+    plans = lp_mst.plan_multi_stage(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(13), fit_stage=fit_stage,
+                                    fractions=lp_mst.stage_fractions_for(stages), oracle=oracle)
+    # The stages partition the examples; every label is queried exactly once, each query at the FULL eps.
+    queried = oracle.queried_indices
+    assert queried.size == n and np.array_equal(np.sort(queried), np.arange(n))
+    assert [c["epsilon"] for c in rr_calls] == [eps] and [c["epsilon"] for c in rwp_calls] == [eps] * (stages - 1)
+    # Stage t's prior is the stage-(t-1) model, which saw only earlier noisy labels.
+    for t in (2, 3):
+        np.testing.assert_allclose(rwp_calls[t - 2]["args"][1], common.softmax(stage_logits[t - 1][plans[t - 1].idx]))
+        earlier = {int(i) for p in plans[: t - 1] for i in p.idx}
+        assert set(fits[t - 2][1].tolist()) <= earlier
+    assert_pure_label_dp_record(lp_mst, r)
+
+
 def test_row_alibi(monkeypatch):
     from baselines import alibi
 

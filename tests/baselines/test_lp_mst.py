@@ -1,0 +1,145 @@
+"""LP-MST with T stages (001 Algorithm 3): every label queried once, the stages' training sets, the
+reuse filter, LP-2ST as its T = 2 case, and clear errors for bad stage options."""
+
+from __future__ import annotations
+
+import dataclasses as dc
+import types
+
+import numpy as np
+import pytest
+
+from baselines import lp_2st, lp_mst
+from labeldp.methods.base import RunSpec
+
+
+def _logits_from_noisy(n, k, seed):
+    """A stage callback whose logits depend on the labels only through the noisy labels it is given."""
+    calls = []
+
+    def fit_stage(t, idx, noisy):
+        calls.append((t, np.array(idx), np.array(noisy)))
+        rng = np.random.default_rng([seed, t])
+        logits = rng.normal(size=(n, k))
+        logits[idx[::2], noisy[::2]] += 3.0  # "learns" half of its training labels
+        return logits
+
+    return fit_stage, calls
+
+
+@pytest.mark.parametrize("fractions", [(1 / 3, 1 / 3, 1 / 3), (0.5, 0.3, 0.2), (0.25, 0.25, 0.25, 0.25)])
+def test_every_label_is_queried_exactly_once_and_stages_follow_the_shares(fractions):
+    n, k = 300, 5
+    y = np.random.default_rng(0).integers(0, k, n)
+    fit_stage, calls = _logits_from_noisy(n, k, seed=1)
+    oracle = lp_mst.LabelOracle(y, num_classes=k, epsilon=1.0, rng=np.random.default_rng(2))
+    plans = lp_mst.plan_multi_stage(y, num_classes=k, epsilon=1.0, rng=np.random.default_rng(2), fit_stage=fit_stage,
+                                    fractions=fractions, oracle=oracle)
+    assert len(plans) == len(fractions) == len(calls)
+    assert np.array_equal(np.sort(oracle.queried_indices), np.arange(n))  # a partition, each label once
+    assert [m for m, _ in oracle.log] == ["randomized_response"] + ["rr_with_prior"] * (len(fractions) - 1)
+    cum = np.concatenate([[0], np.round(np.cumsum(fractions) * n).astype(int)])
+    assert [p.idx.size for p in plans] == list(np.diff(cum))
+    assert plans[0].filter_k == k and np.all(plans[0].k == k) and plans[0].num_reused == 0
+
+
+def test_later_stages_reuse_exactly_the_earlier_labels_in_the_previous_models_top_k():
+    n, k = 400, 6
+    y = np.random.default_rng(3).integers(0, k, n)
+    fit_stage, calls = _logits_from_noisy(n, k, seed=4)
+    plans = lp_mst.plan_multi_stage(y, num_classes=k, epsilon=2.0, rng=np.random.default_rng(5), fit_stage=fit_stage,
+                                    fractions=(0.3, 0.3, 0.4))
+    for t in (2, 3):
+        plan, prev = plans[t - 1], plans[: t - 1]
+        prev_logits = fit_stage(t - 1, calls[t - 2][1], calls[t - 2][2])  # the same callback, same seed: same logits
+        prev_idx = np.concatenate([p.idx for p in prev])
+        prev_noisy = np.concatenate([p.noisy for p in prev])
+        order = np.argsort(-prev_logits[prev_idx], axis=-1, kind="stable")[:, : plan.filter_k]
+        keep = np.any(order == prev_noisy[:, None], axis=-1)
+        assert plan.filter_k == int(np.floor(plan.k.mean() + 0.5))
+        assert np.array_equal(plan.train_idx, np.concatenate([plan.idx, prev_idx[keep]]))
+        assert np.array_equal(plan.train_labels, np.concatenate([plan.noisy, prev_noisy[keep]]))
+        assert plan.num_reused == int(keep.sum()) and 0 < plan.num_reused < prev_idx.size
+        # RRWithPrior's output always lies in the prior's top-k* of the previous model
+        top = np.argsort(-prev_logits[plan.idx], axis=-1, kind="stable")
+        assert all(plan.noisy[i] in top[i, : plan.k[i]] for i in range(plan.idx.size))
+        assert np.array_equal(calls[t - 1][1], plan.train_idx)  # stage t trained on that set
+
+
+def test_a_changed_label_changes_only_its_own_randomised_label():
+    """Label DP by parallel composition (001 Observation 4): with the same randomness, neighbouring label
+    vectors give the same noisy labels everywhere but at the changed index (its stage's query is the only
+    one that reads it; later priors read only randomised labels, which are equal here up to that index)."""
+    n, k = 240, 4
+    y = np.random.default_rng(6).integers(0, k, n)
+    fractions = (0.4, 0.3, 0.3)
+    rng_split = np.random.default_rng(7)
+    last_stage = lp_mst.split_into_stages(n, fractions=fractions, rng=rng_split)[-1]
+    j = int(last_stage[0])  # in the last stage: every prior before its query is unaffected
+    y2 = y.copy()
+    y2[j] = (y[j] + 1) % k
+    out = []
+    for labels in (y, y2):
+        fit_stage, _ = _logits_from_noisy(n, k, seed=8)
+        plans = lp_mst.plan_multi_stage(labels, num_classes=k, epsilon=1.0, rng=np.random.default_rng(7),
+                                        fit_stage=fit_stage, fractions=fractions)
+        noisy = np.empty(n, dtype=np.int64)
+        for p in plans:
+            noisy[p.idx] = p.noisy
+        out.append(noisy)
+    differs = np.flatnonzero(out[0] != out[1])
+    assert set(differs.tolist()) <= {j}
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"stages": 0}, "stages must be an integer >= 1"),
+    ({"stages": 2.5}, "stages must be an integer >= 1"),
+    ({"stages": 3, "stage_fractions": [0.5, 0.5]}, "3 positive shares summing to 1"),
+    ({"stages": 2, "stage_fractions": [0.7, 0.7]}, "summing to 1"),
+    ({"stages": 3, "stage1_fraction": 0.4}, "stage1_fraction is LP-2ST's"),
+    ({"stages": 3, "temprature": 1.0}, "temprature"),
+])
+def test_bad_stage_options_are_refused_with_the_fix(options, match):
+    data = _fake_data()
+    with pytest.raises(ValueError, match=match):
+        lp_mst.run(data, _spec("lp_mst", options=options))
+
+
+def test_lp_mst_with_two_stages_is_lp_2st():
+    data = _fake_data()
+    spec = _spec("lp_mst", options={"stages": 2}, seed=2)
+    mst = lp_mst.run(data, spec)
+    two = lp_2st.run(data, dc.replace(spec, method="lp_2st", options={}))
+    assert mst.metrics == two.metrics
+    assert mst.details["per_stage"][0]["test_accuracy_pct"] == two.details["stage1_test_accuracy_pct"]
+    assert mst.details["per_stage"][1]["filter_k"] == two.details["filter_k"]
+    assert mst.details["per_stage"][1]["num_reused"] == two.details["num_stage1_kept"]
+
+
+def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
+    data = _fake_data()
+    res = lp_mst.run(data, _spec("lp_mst", options={"stages": 3, "momentum": 0.9, "lr_schedule": "warmup_linear_decay",
+                                                       "l2": 1e-4}, seed=1))
+    d = res.details
+    assert d["stages"] == 3 and len(d["per_stage"]) == 3
+    assert sum(s["num_queried"] for s in d["per_stage"]) == data.y_train.size
+    assert d["per_stage"][-1]["test_accuracy_pct"] == res.metrics["test_accuracy_pct"]
+    assert d["recipe"] == {"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "warmup_fraction": 0.15, "l2": 1e-4}
+    assert res.privacy.epsilon == 1.0 and res.privacy.delta == 0.0 and res.privacy.valid
+    assert res.privacy.neighboring_relation == "label_substitution"
+    one = lp_mst.run(data, _spec("lp_mst", options={"stages": 1}, seed=1))  # LP-1ST: RR on every label
+    assert one.details["per_stage"][0]["num_queried"] == data.y_train.size
+    assert one.details["per_stage"][0]["num_reused"] == 0
+
+
+def _spec(method, *, epsilon=1.0, seed=0, options=None):
+    return RunSpec(dataset="mnist", method=method, variant="default", epsilon=epsilon, delta=0.0, seed=seed,
+                   hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64}, options=options or {})
+
+
+def _fake_data(n_train=192, n_test=64, k=10, seed=0):
+    rng = np.random.default_rng(seed)
+    return types.SimpleNamespace(
+        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8), y_train=rng.integers(0, k, n_train),
+        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8), y_test=rng.integers(0, k, n_test),
+        num_classes=k, name="mnist", source="fake", subset=None)
