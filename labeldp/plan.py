@@ -311,8 +311,8 @@ def _timed_runs(tcfg: Mapping[str, Any], runs_of) -> list[PlannedRun]:
 def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
     if not tcfg.get("nonprivate"):
         return None
-    return Column(id="nonprivate", label="Non-private", method="nonprivate", variant="default",
-                  ref_method="non_private", ref_variant=None)
+    return Column(id="nonprivate", label="Non-private", method="nonprivate",
+                  variant=str(tcfg.get("nonprivate_variant", "default")), ref_method="non_private", ref_variant=None)
 
 
 def runs_by_table(config: Mapping[str, Any]) -> dict[str, list[PlannedRun]]:

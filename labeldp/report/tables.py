@@ -95,9 +95,9 @@ class Cell:
 
 
 def load_reference(reference_dir: str | os.PathLike) -> list[dict[str, Any]]:
-    """Rows of the published-values files: the main paper's (labeldp_pro_tables.csv) and 002's
-    (hybrid_semisensitive_tables.csv, whose tables become ``"002:<n>"`` and whose
-    ``example_cap`` is the lookup's ``k``)."""
+    """Rows of the published-values files: the main paper's (labeldp_pro_tables.csv), 001's
+    (lp_mst_tables.csv, whose tables become ``"001:<n>"``) and 002's (hybrid_semisensitive_tables.csv,
+    whose tables become ``"002:<n>"`` and whose ``example_cap`` is the lookup's ``k``)."""
     import csv
 
     rows: list[dict[str, Any]] = []
@@ -105,6 +105,15 @@ def load_reference(reference_dir: str | os.PathLike) -> list[dict[str, Any]]:
     if path.exists():
         with open(path) as f:
             rows.extend(csv.DictReader(f))
+    lp_mst = Path(reference_dir) / "lp_mst_tables.csv"
+    if lp_mst.exists():  # 001's tables become "001:<n>"; its LP-1ST at eps inf is the non-private model
+        with open(lp_mst) as f:
+            for r in csv.DictReader(f):
+                row = {"table": f"001:{r['table']}", "dataset": r["dataset"], "method": r["method"], "variant": "",
+                       "epsilon": r["epsilon"], "k": "", "metric": r["metric"], "value": r["value"]}
+                rows.append(row)
+                if r["method"] == "lp_1st" and r["epsilon"] == "inf":
+                    rows.append({**row, "method": "non_private"})
     hybrid = Path(reference_dir) / "hybrid_semisensitive_tables.csv"
     if hybrid.exists():
         with open(hybrid) as f:

@@ -107,6 +107,20 @@ for _t in TABLES:
             f"{REPORTS}/tables/{_t}.md",
 
 
+# a group target builds every table of its group (config `target_group`, e.g. lpmst_table4: 001 Table 4's halves)
+_GROUPS = {}
+for _t in TABLES:
+    if config["tables"][_t].get("target_group"):
+        _GROUPS.setdefault(config["tables"][_t]["target_group"], []).append(_t)
+for _g, _members in _GROUPS.items():
+
+    rule:
+        name:
+            _g
+        input:
+            [f"{REPORTS}/tables/{_m}.md" for _m in _members],
+
+
 for _t in FIGURES:
 
     rule:
