@@ -391,3 +391,28 @@ def test_held_out_selection_and_test_selection_pick_different_planted_points(cfg
     assert res.cells[("dpsgd", 0.1)].best_hparams == {"learning_rate": 0.1}
     assert res.cells[("dpsgd_heldout", 0.1)].best_hparams == {"learning_rate": 0.2}
     assert res.cells[("dpsgd_heldout", 0.1)].mean == pytest.approx(85.0)  # its TEST accuracy is reported
+
+
+def test_001s_published_cells_are_read_with_its_non_private_model():
+    """001's tables (lp_mst_tables.csv) become "001:<n>"; its LP-1ST at eps inf is Table 4's non-private model."""
+    cfg = repo_config()
+    ref = tables.load_reference(cfg["reference_dir"])
+
+    def value(method, dataset, eps):
+        return tables.paper_value(ref, table="001:4", dataset=dataset, method=method, variant=None, epsilon=eps, k=None,
+                                  metric="test_accuracy_pct")
+
+    assert value("lp_2st", "mnist", 1.0) == 95.82 and value("lp_1st", "fashion_mnist", 4.0) == 93.5
+    assert value("non_private", "mnist", float("inf")) == 99.33 == value("lp_1st", "mnist", float("inf"))
+    assert value("lp_3st", "mnist", 1.0) is None and value("lp_2st", "mnist", 8.0) is None  # 001 prints neither
+    assert value("lp_2st", "kmnist", 2.0) is None  # Table 5, not 4
+
+
+def test_a_tables_non_private_column_runs_its_variant():
+    cfg = repo_config()
+    col = plan.nonprivate_column(cfg["tables"]["lpmst_table4_mnist"])
+    assert (col.method, col.variant, col.ref_method) == ("nonprivate", "recipe001", "non_private")
+    runs = [r for r in plan.runs_by_table(cfg)["lpmst_table4_mnist"] if r.spec.method == "nonprivate"]
+    assert runs and all(r.spec.options["momentum"] == 0.9 and r.spec.options["lr_schedule"] == "warmup_linear_decay"
+                        for r in runs)
+    assert plan.nonprivate_column(cfg["tables"]["table5_mnist"]).variant == "default"

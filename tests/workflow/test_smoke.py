@@ -170,6 +170,13 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     ex = (rep / "figures/unbiased_figure2.md").read_text()
     assert "Phi(0) = 0.396, Phi(1) = Phi(2) = 0.720" in ex and "0 inside [0, 2]" in ex
     assert all((rep / "figures" / f"unbiased_figure2.{e}").stat().st_size > 0 for e in ("csv", "png", "pdf"))
+    # 001 Table 4 (both halves, `lpmst_table4`): LP-1ST / LP-2ST / LP-3ST and the non-private model with 001's
+    # recipe; 001's values beside LP-1ST, LP-2ST and the non-private model (001 prints no LP-3ST here)
+    for t in ("lpmst_table4_mnist", "lpmst_table4_fashion_mnist"):
+        rows = _rows(rep / f"tables/{t}.csv")
+        assert {r["column"] for r in rows} == {"lp_1st", "lp_2st", "lp_3st", "nonprivate"}, rows
+        assert all(r["status"] == "ok" and 0.0 <= float(r["mean"]) <= 100.0 for r in rows), rows
+        assert all(bool(r["paper"]) == (r["column"] != "lp_3st") for r in rows), rows
     g3 = (rep / "tables/tableG3.md").read_text()
     assert "(2.38)" in g3 and "STAND-IN DATA" in g3  # the paper's values beside ours
 
@@ -245,7 +252,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
