@@ -13,6 +13,7 @@ import functools
 from typing import Any, Mapping
 
 from labeldp import feature_datasets
+from labeldp.data import views
 from labeldp.data.rawformats import STANDIN_SIZES
 from labeldp.data.registry import get_spec
 from labeldp.methods import registry
@@ -38,7 +39,8 @@ def training_units_bound(config: Mapping[str, Any], dataset: str) -> int | None:
     if DATASET_KINDS.get(base) != "image":
         return None
     dcfg = dataset_cfg(config, base)
-    full = STANDIN_SIZES[0] if dcfg.get("standin") else get_spec(base).train_examples
+    # a view's (labeldp.data.views) base bounds it: a class-restricted view keeps fewer examples
+    full = STANDIN_SIZES[0] if dcfg.get("standin") else get_spec(views.base_dataset(base)).train_examples
     if full is None:
         return None
     return min(int(full), int(dcfg["subset"])) if dcfg.get("subset") else int(full)

@@ -12,6 +12,7 @@ from typing import Any
 from labeldp import feature_datasets
 from labeldp.methods import registry
 from labeldp.plan import (
+    SOURCE_RENDERERS,
     DATASET_KINDS,
     Column,
     ConfigError,
@@ -50,12 +51,19 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
     if unknown:
         raise ConfigError(f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
     for table, tcfg in config["tables"].items():
-        if tcfg.get("renderer") == "run_times":  # 000 Table 11: built from other tables' records
-            for i, src in enumerate(tcfg["sources"]):
+        if tcfg.get("renderer") in SOURCE_RENDERERS:  # 000 Tables 11 and 12: built from other tables' records
+            key = "sources" if tcfg["renderer"] == "run_times" else "rows"
+            for i, src in enumerate(tcfg[key]):
                 other = config["tables"].get(src["table"])
-                if other is None or other.get("renderer") == "run_times":
-                    raise ConfigError(f"tables.{table}.sources[{i}].table: {src['table']!r} is not a table of this "
+                if other is None or other.get("renderer") in SOURCE_RENDERERS:
+                    raise ConfigError(f"tables.{table}.{key}[{i}].table: {src['table']!r} is not a table of this "
                                       f"config with runs; tables: {sorted(config['tables'])}")
+                if key == "rows":
+                    ids = {c.id for c in columns(other)}
+                    for col in [src["pro"], *src["baselines"]]:
+                        if col not in ids:
+                            raise ConfigError(f"tables.{table}.rows[{i}]: {col!r} is not a column of {src['table']}; "
+                                              f"its columns: {sorted(ids)}")
             continue
         ds = tcfg["dataset"]
         if dataset_kind(ds) is None:

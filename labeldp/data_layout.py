@@ -31,9 +31,9 @@ DATASET_KINDS = {
     "criteo_search": "tabular",
     "census1940": "tabular",
     "rand_hie": "tabular",
-    # split views (labeldp.data.views): another dataset's raw files, prepared with another split
-    **{name: "tabular" for name in views.VIEWS},
 }
+# split views (labeldp.data.views): another dataset's raw files, prepared with another split (their base's kind)
+DATASET_KINDS.update({name: DATASET_KINDS[view.base] for name, view in views.VIEWS.items()})
 # Every image dataset <base> also has a features dataset <base>_simclr (kind "features"): its
 # SimCLR representations (labeldp.feature_datasets); dataset_kind() knows them.
 

@@ -161,6 +161,16 @@ def variant_options(config: Mapping[str, Any], method: str, variant: str) -> Map
         raise ConfigError(f"variants.{method}.{variant} is not defined in the config") from None
 
 
+def variant_delta(config: Mapping[str, Any], method: str, variant: str, value: Any) -> float:
+    """The target delta of a variant's private runs: its option ``delta`` (000 Table 12(b) varies delta;
+    the variant's name keeps its records apart, delta is not in the run id), else the config's ``delta``."""
+    if value is None:
+        return float(config["delta"])
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
+        raise ConfigError(f"variants.{method}.{variant}.delta must be a number in (0, 1), got {value!r}")
+    return float(value)
+
+
 def method_axes(method: str, grid: Mapping[str, Any] | None = None, column: Column | None = None) -> tuple[str, ...]:
     """The grid axes a method is searched over: its ``HYPERPARAMETERS``, then those of its
     ``OPTIONAL_HYPERPARAMETERS`` that ``grid`` lists or ``column`` fixes (see
@@ -203,7 +213,7 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     grid = grid_for(config, tcfg)
     axes = method_axes(column.method, grid, column)
     options = variant_options(config, column.method, column.variant)
-    delta = 0.0 if math.isinf(eps) else float(config["delta"])
+    delta = 0.0 if math.isinf(eps) else variant_delta(config, column.method, column.variant, options.pop("delta", None))
     relation = calibration_relation(config, table, column.method)
     relation = None if relation == "add_or_remove" else relation  # the spec's default (RunSpec)
     out = []
@@ -279,11 +289,25 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
     return [float(e) for e in tcfg["epsilons"]]
 
 
-def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
-    """Every run a table needs (only runnable columns), including its non-private reference; a
-    ``renderer: run_times`` table (000 Table 11) plans none of its own: its sources' runs of its methods."""
-    tcfg = config["tables"][table]
+#: Renderers of tables built from other tables' records (no runs of their own): 000 Table 11's timings
+#: (``sources``) and 000 Table 12's intersection points (``rows``).
+SOURCE_RENDERERS = ("run_times", "intersection")
+
+
+def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
+    """The tables a :data:`SOURCE_RENDERERS` table is built from (in config order, once each)."""
     if tcfg.get("renderer") == "run_times":
+        return list(dict.fromkeys(src["table"] for src in tcfg["sources"]))
+    if tcfg.get("renderer") == "intersection":
+        return list(dict.fromkeys(row["table"] for row in tcfg["rows"]))
+    return []
+
+
+def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
+    """Every run a table needs (only runnable columns), including its non-private reference; a table of
+    :data:`SOURCE_RENDERERS` (000 Tables 11 and 12) plans none of its own: its sources' runs (of its methods)."""
+    tcfg = config["tables"][table]
+    if tcfg.get("renderer") in SOURCE_RENDERERS:
         return _timed_runs(tcfg, lambda src: table_runs(config, src))
     runs: list[PlannedRun] = []
     for col in columns(tcfg):
@@ -299,11 +323,13 @@ def table_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
 
 
 def _timed_runs(tcfg: Mapping[str, Any], runs_of) -> list[PlannedRun]:
-    """A ``run_times`` table's runs: its sources' (``runs_of(table)``) runs of its methods, each once."""
+    """A source-built table's runs: its sources' (``runs_of(table)``) runs (of its ``methods`` where it
+    names them), each once."""
     seen: dict[str, PlannedRun] = {}
-    for src in tcfg["sources"]:
-        for r in runs_of(src["table"]):
-            if r.spec.method in tcfg["methods"]:
+    methods = tcfg.get("methods")
+    for src in source_tables(tcfg):
+        for r in runs_of(src):
+            if methods is None or r.spec.method in methods:
                 seen.setdefault(r.record_path, r)
     return list(seen.values())
 
@@ -316,12 +342,12 @@ def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
 
 
 def runs_by_table(config: Mapping[str, Any]) -> dict[str, list[PlannedRun]]:
-    """:func:`table_runs` of every table (planned once; the Snakefile keeps it; a ``run_times`` table
-    reuses its sources' plans)."""
+    """:func:`table_runs` of every table (planned once; the Snakefile keeps it; a table of
+    :data:`SOURCE_RENDERERS` reuses its sources' plans)."""
     out = {table: table_runs(config, table) for table, tcfg in config["tables"].items()
-           if tcfg.get("renderer") != "run_times"}
+           if tcfg.get("renderer") not in SOURCE_RENDERERS}
     for table, tcfg in config["tables"].items():
-        if tcfg.get("renderer") == "run_times":
+        if tcfg.get("renderer") in SOURCE_RENDERERS:
             out[table] = _timed_runs(tcfg, lambda src: out.get(src, []))
     return {table: out[table] for table in config["tables"]}
 

@@ -159,12 +159,17 @@ def prepare_image_dataset(
     raw_dir: str | os.PathLike,
     out_path: str | os.PathLike,
     subset: int | None = None,
+    classes: int | None = None,
+    view: str | None = None,
 ) -> Path:
     """Parse the raw files of image dataset ``name`` in ``raw_dir`` into ``out_path`` (.npz).
 
     ``subset``: keep the first ``subset`` examples of each split (in file order); a split
-    smaller than ``subset`` is kept whole and the actual sizes are recorded. Returns
-    ``out_path``.
+    smaller than ``subset`` is kept whole and the actual sizes are recorded. ``classes``: keep
+    only the examples of the first ``classes`` classes (labels ``0 .. classes - 1``, before
+    ``subset``; 000 Table 12 restricts MNIST to its first K classes), so the data has K classes.
+    ``view``: the :mod:`labeldp.data.views` id this preparation is made for (``metadata["view"]``).
+    Returns ``out_path``.
     """
     spec = get_spec(name)
     if spec.kind != "image":
@@ -206,6 +211,12 @@ def prepare_image_dataset(
         if y.size and (y.min() < 0 or y.max() >= k):
             raise DataError(f"{name} {split}: labels outside 0..{k - 1} (min {y.min()}, max {y.max()})")
 
+    if classes is not None:
+        if isinstance(classes, bool) or not 2 <= int(classes) <= k:
+            raise ValueError(f"classes must be an integer in [2, {k}] ({name} has {k} classes), got {classes!r}")
+        k = int(classes)
+        tr, te = splits.y_train < k, splits.y_test < k
+        splits = RawSplits(splits.x_train[tr], splits.y_train[tr], splits.x_test[te], splits.y_test[te])
     n_full = {"train": int(splits.x_train.shape[0]), "test": int(splits.x_test.shape[0])}
     if subset is not None:
         n = int(subset)
@@ -235,6 +246,8 @@ def prepare_image_dataset(
         "raw_sha256": {f: digests[f]["sha256"] for f in paths},
         "standin_marker": marker,
         "labeldp_version": labeldp_version,
+        **({"view": view} if view else {}),
+        **({"classes_kept": list(range(k))} if classes is not None else {}),
     }
     arrays = {
         "x_train": np.ascontiguousarray(splits.x_train, dtype=np.uint8),

@@ -1,6 +1,7 @@
 """Split views: a dataset id that prepares another dataset's raw files with another split.
 
-Two papers split the same raw data differently: 000 Section 6 draws disjoint random *users* from
+A view may also restrict the data: 000 Table 12 trains on MNIST's first K classes (``mnist_k2``,
+``mnist_k5``). Two papers split the same raw data differently: 000 Section 6 draws disjoint random *users* from
 Criteo Attribution (200,000 train, 50,000 test), while 002 Section 5 partitions the rows at random
 80/20. A *view* names the second preparation as a dataset of its own, so a table picks its paper's
 split by its ``dataset`` key and every record, prepared file and log says which split it used:
@@ -8,7 +9,8 @@ split by its ``dataset`` key and every record, prepared file and log says which 
 * the raw files are the base dataset's (``<data_dir>/raw/<base>`` or ``<data_dir>/standin/<base>``;
   one fetch, one stand-in);
 * the prepared file is ``<data_dir>/prepared/<view>-<source>-<size>.npz``, written by the base's
-  preparation module (``labeldp/data/<base>.py``, ``prepare_dataset``) with the view's options;
+  preparation module (``labeldp/data/<base>.py``, ``prepare_dataset``; an image base's:
+  :func:`labeldp.data.prepare.prepare_image_dataset`) with the view's options;
 * its arrays describe the base's data: their ``dataset`` is the base id (models, optimizers and the
   paper's reference cells are the base's) and ``metadata["view"]`` is the view id, which the runner
   checks against the run's dataset;
@@ -24,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
+
+from labeldp.data.prepare import prepare_image_dataset
+from labeldp.data.registry import get_spec
 
 __all__ = ["SplitView", "VIEWS", "view_of", "base_dataset", "prepare_view", "held_dataset"]
 
@@ -47,6 +52,11 @@ VIEWS: Mapping[str, SplitView] = MappingProxyType({
     "criteo_attribution_random_80_20": SplitView(
         base="criteo_attribution", options=MappingProxyType({"split": "random_80_20"}),
         reference="002 Section 5: 'randomly partition the dataset into 80%/20% train/test' (Tables 2 and 3)"),
+    # 000 Table 12(a): "the number of classes K", MNIST restricted to its first K classes (PROTOCOL.md)
+    "mnist_k2": SplitView(base="mnist", options=MappingProxyType({"classes": 2}),
+                          reference="000 Table 12(a): MNIST's first K = 2 classes (digits 0 and 1), both splits"),
+    "mnist_k5": SplitView(base="mnist", options=MappingProxyType({"classes": 5}),
+                          reference="000 Table 12(a): MNIST's first K = 5 classes (digits 0-4), both splits"),
 })
 
 
@@ -84,6 +94,9 @@ def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, sub
       KeyError: ``dataset`` is not a view.
     """
     view = VIEWS[dataset]
+    if get_spec(view.base).kind == "image":  # the image datasets share one preparation (labeldp.data.prepare)
+        return prepare_image_dataset(view.base, raw_dir=raw_dir, out_path=out_path, subset=subset, view=dataset,
+                                     **dict(view.options))
     module = importlib.import_module(f"labeldp.data.{view.base}")
     return module.prepare_dataset(raw_dir=raw_dir, out_path=out_path, subset=subset, source=source,
                                   view=dataset, **dict(view.options))

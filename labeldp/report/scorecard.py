@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from labeldp.plan import SOURCE_RENDERERS
 from labeldp.report.tables import LOWER_IS_BETTER, write_atomic_text, write_csv
 
 #: ``accuracy_std_multiplier``: k in ``max(accuracy_points, k std)``; 0 is the strict rule (the std is
@@ -209,7 +210,7 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
             continue
         table = rows[0]["table"]
         tcfg = config["tables"][table]
-        if tcfg.get("renderer") == "run_times":  # timings on other hardware than the paper's: shown, not scored
+        if tcfg.get("renderer") in SOURCE_RENDERERS:  # timings on other hardware; intersection brackets: shown, not scored
             continue
         scored = score_cells(rows, tol)
         cell_rows += scored

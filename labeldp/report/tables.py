@@ -345,6 +345,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from labeldp.report.run_times import main_run_times
 
         return main_run_times(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
+    if config["tables"][args.table].get("renderer") == "intersection":  # 000 Table 12, from other tables' cells
+        from labeldp.report.intersection import main_intersection
+
+        return main_intersection(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
     if config["tables"][args.table].get("renderer") == "regression":  # 003's figures and Table G.3
         from labeldp.report.regression import main_regression
 

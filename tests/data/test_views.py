@@ -80,3 +80,34 @@ def test_unknown_view_is_refused(tmp_path):
     with pytest.raises(KeyError):
         views.prepare_view("mnist", raw_dir=tmp_path, out_path=tmp_path / "x.npz", subset=None, source="official")
     assert np.all([v.base in plan.DATASET_KINDS for v in views.VIEWS.values()])
+
+
+@pytest.mark.parametrize("view,k", [("mnist_k2", 2), ("mnist_k5", 5)])
+def test_class_views_keep_exactly_mnists_first_k_classes(tmp_path, view, k):
+    """000 Table 12(a): MNIST restricted to its first K classes, both splits, as a dataset of its own."""
+    from tests.data.test_prepare import _need
+
+    raw = _need("mnist")
+    assert prepare_main([view, "--raw-dir", str(raw), "--out", str(tmp_path / "v.npz")]) == 0
+    data = load_prepared(tmp_path / "v.npz")
+    counts = {2: (12665, 2115), 5: (30596, 5139)}[k]  # MNIST's digits 0..K-1 in the official splits
+    assert (data.y_train.size, data.y_test.size) == counts
+    assert set(np.unique(data.y_train).tolist()) == set(range(k)) == set(np.unique(data.y_test).tolist())
+    assert data.num_classes == k and data.name == "mnist" and data.metadata["view"] == view
+    assert data.metadata["classes_kept"] == list(range(k)) and views.held_dataset(data) == view
+    assert plan.dataset_kind(view) == "image" and views.base_dataset(view) == "mnist"
+    # the subset applies after the restriction: the first n examples of the K classes
+    assert prepare_main([view, "--raw-dir", str(raw), "--out", str(tmp_path / "s.npz"), "--subset", "100"]) == 0
+    sub = load_prepared(tmp_path / "s.npz")
+    np.testing.assert_array_equal(sub.y_train, data.y_train[:100])
+
+
+def test_a_class_restriction_outside_the_datasets_classes_is_refused(tmp_path):
+    from labeldp.data.prepare import prepare_image_dataset
+    from tests.data.test_prepare import _need
+
+    raw = _need("mnist")
+    for bad in (1, 11):
+        with pytest.raises(ValueError, match=r"classes must be an integer in \[2, 10\]"):
+            prepare_image_dataset("mnist", raw_dir=raw, out_path=tmp_path / "x.npz", classes=bad)
+    assert not (tmp_path / "x.npz").exists()

@@ -177,6 +177,15 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         assert {r["column"] for r in rows} == {"lp_1st", "lp_2st", "lp_3st", "nonprivate"}, rows
         assert all(r["status"] == "ok" and 0.0 <= float(r["mean"]) <= 100.0 for r in rows), rows
         assert all(bool(r["paper"]) == (r["column"] != "lp_3st") for r in rows), rows
+    # 000 Table 12 from its sweeps' cells: every row has an eps* bracket (or an open one) and the paper's beside
+    t12 = _rows(rep / "tables/table12.csv")
+    assert [r["key"] for r in t12] == ["K=2", "K=5", "K=10", "delta=1/n", "delta=1/n^1.1", "delta=1/n^1.2"], t12
+    assert all(r["status"] == "ok" and r["eps_star"] and r["paper"] for r in t12), t12
+    k2 = [json.loads(p.read_text()) for p in (work / "results/smoke/mnist_k2").rglob("*.json")]
+    assert k2 and all(r["dataset"]["view"] == "mnist_k2" for r in k2)  # MNIST's digits 0 and 1
+    deltas = {r["config"]["run_spec"]["variant"]: r["privacy"]["delta"] for p in (work / "results/smoke/mnist/labeldp_pro").rglob("*.json")
+              for r in [json.loads(p.read_text())]}
+    assert deltas["delta_inv_n1.2"] == pytest.approx(60000 ** -1.2) and deltas["default"] == 1e-5, deltas
     g3 = (rep / "tables/tableG3.md").read_text()
     assert "(2.38)" in g3 and "STAND-IN DATA" in g3  # the paper's values beside ours
 
@@ -252,7 +261,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
