@@ -290,8 +290,8 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
 
 
 #: Renderers of tables built from other tables' records (no runs of their own): 000 Table 11's timings
-#: (``sources``) and 000 Table 12's intersection points (``rows``).
-SOURCE_RENDERERS = ("run_times", "intersection")
+#: (``sources``), 000 Table 12's intersection points (``rows``) and curves against eps (``panels``; 002's figures).
+SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves")
 
 
 def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
@@ -300,6 +300,8 @@ def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
         return list(dict.fromkeys(src["table"] for src in tcfg["sources"]))
     if tcfg.get("renderer") == "intersection":
         return list(dict.fromkeys(row["table"] for row in tcfg["rows"]))
+    if tcfg.get("renderer") == "eps_curves":
+        return list(dict.fromkeys(panel["table"] for panel in tcfg["panels"]))
     return []
 
 

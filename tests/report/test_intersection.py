@@ -64,3 +64,27 @@ def test_a_variants_delta_is_its_runs_target_delta_and_is_checked():
     cfg["variants"]["labeldp_pro"]["delta_inv_n"]["delta"] = 2.0
     with pytest.raises(ConfigError, match=r"variants.labeldp_pro.delta_inv_n.delta must be a number in \(0, 1\)"):
         plan.runs_by_table(cfg)
+
+
+def test_table12_rows_come_from_the_sweeps_records(tmp_path, monkeypatch):
+    """A planted K = 10 sweep: LabelDP-Pro ahead until eps 1.1, RR-Debiased ahead from 1.2 (RR never): eps* is
+    1.1 ~ 1.2; the rows whose sweeps have no records say not run."""
+    from tests.helpers import install_fake_methods
+    from tests.report.test_tables import _write
+
+    install_fake_methods(monkeypatch, ["rr", "rr_debiased", "labeldp_pro"], axes=("learning_rate",))
+    cfg = repo_config(results_dir=str(tmp_path / "results"), reference_dir=repo_config()["reference_dir"])
+    cfg["seeds"] = [0]
+    cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.1]
+    acc = {"labeldp_pro": {1.0: 90, 1.1: 89, 1.2: 88, 1.3: 87}, "rr_debiased": {1.0: 85, 1.1: 88, 1.2: 89, 1.3: 95},
+           "rr": {1.0: 10, 1.1: 10, 1.2: 10, 1.3: 10}}
+    cfg["tables"]["table12_k10"]["epsilons"] = [1.0, 1.1, 1.2, 1.3]
+    for col in plan.columns(cfg["tables"]["table12_k10"]):
+        for eps in (1.0, 1.1, 1.2, 1.3):
+            for run in plan.cell_runs(cfg, "table12_k10", col, eps):
+                _write(cfg, run, acc[col.id][eps])
+    rows = {r["key"]: r for r in intersection.build_rows(cfg, "table12")}
+    k10 = rows["K=10"]
+    assert (k10["status"], k10["eps_star"], k10["paper"], k10["crossings"]) == ("ok", "1.1 ~ 1.2", "1.2 ~ 1.3", 1)
+    assert k10["baseline_column"].split() == ["rr_debiased"] * 4
+    assert rows["K=2"]["status"] == "not run" and "no eps of table12_k2" in rows["K=2"]["reason"]

@@ -21,8 +21,11 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SMOKE = REPO / "workflow/config/smoke.yaml"
 TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6",
           "table6_fashion_mnist", "table7",
-          "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5", "table11"]
+          "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5", "table11",
+          "lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "table12_k2", "table12_k5", "table12_k10", "table12_delta",
+          "table12"]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
+HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
 STANDIN_DATASETS = ("cifar10", "cifar10_simclr", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
 
 
@@ -107,6 +110,13 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     for f in FIGURES:
         for ext in ("md", "csv", "png", "pdf"):
             assert (rep / "figures" / f"{f}.{ext}").stat().st_size > 0
+    for f in HYBRID_FIGURES:  # 002 Figures 2-4: every series has a regenerated point and 002's value beside it
+        for ext in ("md", "csv", "png", "pdf"):
+            assert (rep / "figures" / f"{f}.{ext}").stat().st_size > 0
+        rows = _rows(rep / "figures" / f"{f}.csv")
+        assert {r["series"] for r in rows} == {"RR", "DP-SGD", "Hybrid"}, rows
+        assert all(r["status"] == "ok" and r["paper"] for r in rows), rows
+        assert "STAND-IN DATA" in (rep / "figures" / f"{f}.md").read_text()
     for t in TABLES:  # every table also has its accuracy-vs-eps plot
         for ext in ("png", "pdf"):
             assert (rep / "figures" / f"{t}.{ext}").stat().st_size > 0
@@ -261,7 +271,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps", *HYBRID_FIGURES] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
