@@ -51,7 +51,7 @@ RUNS = _plan.all_runs(config, TABLE_RUNS)
 # config `sweep_max_runs` runs each; tables depend on the sweeps' markers.
 from labeldp import sweeps as _sweeps
 
-SWEEPS = _sweeps.plan_sweeps(config, RUNS.values())
+SWEEPS = _sweeps.workflow_sweeps(config, TABLE_RUNS)
 SWEEP_OF_RECORD = _sweeps.sweep_of_record(SWEEPS)
 
 # `--resources gpu_slots=N` (workflow/profiles/gpu): N training/audit jobs share one GPU, each

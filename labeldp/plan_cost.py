@@ -100,7 +100,7 @@ def estimate(config: Mapping[str, Any], targets: Sequence[str], *, costs: Mappin
     exists = exists or os.path.exists
     tables = list(config["tables"]) if "all" in targets else list(targets)
     runs = plan.select_runs(config, tables)
-    all_sweeps = sweeps.plan_sweeps(config, plan.all_runs(config).values())
+    all_sweeps = sweeps.workflow_sweeps(config)
     of_record = sweeps.sweep_of_record(all_sweeps)
     pending = [r for r in runs if not exists(r.record_path)]
     jobs = {of_record[r.record_path] for r in pending}

@@ -16,8 +16,10 @@ the job's declared outputs, so a failed or killed job (whose outputs Snakemake d
 records of its finished runs, and rerunning it trains only the rest. Tables depend on the
 markers of the sweeps that hold their runs.
 
-The sweep id is ``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>/<hash>`` where the
-hash covers the common spec and the job's list of runs, so a changed grid gives new jobs (whose
+Runs are also grouped by the set of tables that need them (the workflow passes it), so the jobs of a
+target hold only its tables' runs, even where another table of the merged config shares its cells on a
+different grid. The sweep id is ``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>/<hash>``
+where the hash covers the common spec, the job's list of runs and that set of tables, so a changed grid gives new jobs (whose
 already-finished runs are skipped, not redone) and never a stale marker.
 """
 
@@ -30,9 +32,9 @@ import os
 from typing import Any, Iterable, Mapping
 
 from labeldp.methods.base import RunSpec
-from labeldp.plan import PlannedRun, run_id
+from labeldp.plan import PlannedRun, all_runs, run_id, runs_by_table
 
-__all__ = ["Sweep", "DEFAULT_MAX_RUNS", "plan_sweeps", "sweep_of_runs", "max_runs", "marker_dir"]
+__all__ = ["Sweep", "DEFAULT_MAX_RUNS", "plan_sweeps", "workflow_sweeps", "tables_of_records", "sweep_of_runs", "max_runs", "marker_dir"]
 
 #: Runs per job unless the config says ``sweep_max_runs``: 000 Table 8's grid for one cell
 #: (36 points x 3 seeds = 108 runs) is one job.
@@ -92,26 +94,41 @@ def _sweep_prefix(run: PlannedRun) -> str:
     return run_id(run.spec).rsplit("/", 2)[0]
 
 
-def sweep_of_runs(runs: Iterable[PlannedRun], *, config: Mapping[str, Any]) -> Sweep:
-    """The sweep of ``runs`` (all in one group; the caller cuts them to size)."""
+def sweep_of_runs(runs: Iterable[PlannedRun], *, config: Mapping[str, Any], tables: tuple[str, ...] | None = None) -> Sweep:
+    """The sweep of ``runs`` (all in one group; the caller cuts them to size); ``tables``: the tables that
+    need them (part of the id when given)."""
     runs = tuple(runs)
     if not runs:
         raise ValueError("a sweep needs at least one run")
     key = _group_key(runs[0])
     if any(_group_key(r) != key for r in runs[1:]):
         raise ValueError("a sweep's runs must share everything but grid point and seed")
-    digest = hashlib.sha256(json.dumps([key, [r.record_path for r in runs]]).encode()).hexdigest()[:12]
+    ident = [key, [r.record_path for r in runs]] + ([list(tables)] if tables is not None else [])
+    digest = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]
     sid = f"{_sweep_prefix(runs[0])}/sweep-{digest}"
     return Sweep(id=sid, runs=runs, prepared_path=runs[0].prepared_path,
                  marker_path=os.path.join(marker_dir(config), f"{sid}.json"))
 
 
-def plan_sweeps(config: Mapping[str, Any], runs: Iterable[PlannedRun]) -> dict[str, Sweep]:
+def tables_of_records(by_table: Mapping[str, Iterable[PlannedRun]]) -> dict[str, tuple[str, ...]]:
+    """``{record path: the sorted names of the tables that need the run}`` from :func:`labeldp.plan.runs_by_table`."""
+    out: dict[str, set[str]] = {}
+    for table, runs in by_table.items():
+        for r in runs:
+            out.setdefault(r.record_path, set()).add(table)
+    return {path: tuple(sorted(names)) for path, names in out.items()}
+
+
+def plan_sweeps(config: Mapping[str, Any], runs: Iterable[PlannedRun], *,
+                tables_of: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Sweep]:
     """Groups planned runs into sweeps of at most :func:`max_runs` runs, keyed by marker path.
 
     Args:
       config: the workflow config (``results_dir``, ``sweep_max_runs``).
       runs: planned runs, each once (:func:`labeldp.plan.all_runs`'s values).
+      tables_of: :func:`tables_of_records`: when given, runs are also grouped by the set of tables that need
+        them, so a target's sweeps hold only runs its tables need (a dated config's table that shares a cell
+        with another table on a different grid never makes that table's extra runs part of its jobs).
 
     Returns:
       ``{marker path: Sweep}`` in plan order.
@@ -119,13 +136,23 @@ def plan_sweeps(config: Mapping[str, Any], runs: Iterable[PlannedRun]) -> dict[s
     cap = max_runs(config)
     groups: dict[tuple, list[PlannedRun]] = {}
     for r in runs:
-        groups.setdefault(_group_key(r), []).append(r)
+        key = _group_key(r) if tables_of is None else (*_group_key(r), tables_of.get(r.record_path, ()))
+        groups.setdefault(key, []).append(r)
     out: dict[str, Sweep] = {}
-    for members in groups.values():
+    for key, members in groups.items():
+        tables = key[-1] if tables_of is not None else None
         for start in range(0, len(members), cap):
-            sw = sweep_of_runs(members[start:start + cap], config=config)
+            sw = sweep_of_runs(members[start:start + cap], config=config, tables=tables)
             out[sw.marker_path] = sw
     return out
+
+
+def workflow_sweeps(config: Mapping[str, Any], by_table: Mapping[str, Iterable[PlannedRun]] | None = None
+                    ) -> dict[str, Sweep]:
+    """The workflow's sweeps: every table's runs (:func:`labeldp.plan.runs_by_table`, or ``by_table`` when the
+    caller has it), grouped by the tables that need them (what the Snakefile plans)."""
+    by_table = runs_by_table(config) if by_table is None else by_table
+    return plan_sweeps(config, all_runs(config, by_table).values(), tables_of=tables_of_records(by_table))
 
 
 def sweep_of_record(sweeps: Mapping[str, Sweep]) -> dict[str, str]:

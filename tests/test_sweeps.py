@@ -40,6 +40,25 @@ def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
     assert len(big) < len(sw)
 
 
+def test_a_targets_sweeps_hold_only_its_tables_runs():
+    """Two tables share a cell (dataset, method, variant, eps) on different grids: the workflow's sweeps keep the
+    runs only one table needs apart from the shared ones, so building one table never trains the other's."""
+    cfg = repo_config("smoke.yaml")
+    cfg["grids"]["smoke"]["wide"] = {**cfg["grids"]["smoke"]["table5a"], "learning_rate": [0.5, 0.1]}
+    cfg["tables"]["wide_t5"] = {**cfg["tables"]["table5_mnist"], "grid": "wide", "epsilons": [0.1]}
+    by_table = plan.runs_by_table(cfg)
+    sw = sweeps.workflow_sweeps(cfg, by_table)
+    of_record = sweeps.sweep_of_record(sw)
+    t5 = {r.record_path for r in by_table["table5_mnist"]}
+    for marker in {of_record[p] for p in t5}:
+        assert {r.record_path for r in sw[marker].runs} <= t5, marker
+    extra = {r.record_path for r in by_table["wide_t5"]} - t5
+    assert extra and all(of_record[p] not in {of_record[q] for q in t5} for p in extra)
+    # without the tables the same runs share jobs (what the grouping prevents)
+    mixed = sweeps.sweep_of_record(sweeps.plan_sweeps(cfg, plan.all_runs(cfg, by_table).values()))
+    assert any(mixed[p] in {mixed[q] for q in t5} for p in extra)
+
+
 def test_payload_round_trip():
     cfg = repo_config("smoke.yaml")
     sw = next(iter(sweeps.plan_sweeps(cfg, plan.all_runs(cfg).values()).values()))
@@ -58,6 +77,7 @@ def test_full_reproduction_is_a_few_thousand_jobs():
     runs = plan.all_runs(cfg)
     assert len(runs) > 100_000
     assert len(sweeps.plan_sweeps(cfg, runs.values())) <= 10_000
+    assert len(sweeps.workflow_sweeps(cfg)) <= 10_000
 
 
 # ---------------------------------------------------------------------------------- execution

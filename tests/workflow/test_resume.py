@@ -51,11 +51,11 @@ def _jobs(stdout: str) -> dict[str, list[dict[str, str]]]:
 
 def _sweep_records(marker: str) -> list[str]:
     """The record paths (relative to the workdir) of the smoke config's sweep with this marker."""
-    from labeldp import plan, sweeps
+    from labeldp import sweeps
     from tests.helpers import repo_config
 
     cfg = repo_config("smoke.yaml")
-    sw = sweeps.plan_sweeps(cfg, plan.all_runs(cfg).values())
+    sw = sweeps.workflow_sweeps(cfg)
     return [r.record_path for r in sw[marker].runs]
 
 
