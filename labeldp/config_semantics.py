@@ -52,8 +52,8 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         raise ConfigError(f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") in SOURCE_RENDERERS:  # 000 Tables 11 and 12: built from other tables' records
-            key = {"run_times": "sources", "intersection": "rows", "eps_curves": "panels"}[tcfg["renderer"]]
-            for i, src in enumerate(tcfg[key]):
+            key = {"run_times": "sources", "intersection": "rows", "eps_curves": "panels", "not_run": None}[tcfg["renderer"]]
+            for i, src in enumerate(tcfg[key] if key else []):
                 other = config["tables"].get(src["table"])
                 if other is None or other.get("renderer") in SOURCE_RENDERERS:
                     raise ConfigError(f"tables.{table}.{key}[{i}].table: {src['table']!r} is not a table of this "

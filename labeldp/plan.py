@@ -290,8 +290,9 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
 
 
 #: Renderers of tables built from other tables' records (no runs of their own): 000 Table 11's timings
-#: (``sources``), 000 Table 12's intersection points (``rows``) and curves against eps (``panels``; 002's figures).
-SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves")
+#: (``sources``), 000 Table 12's intersection points (``rows``), curves against eps (``panels``; 002's figures)
+#: and the experiments on proprietary data, which print "not run" (no sources).
+SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves", "not_run")
 
 
 def source_tables(tcfg: Mapping[str, Any]) -> list[str]:

@@ -349,6 +349,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from labeldp.report.intersection import main_intersection
 
         return main_intersection(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
+    if config["tables"][args.table].get("renderer") == "not_run":  # proprietary data: "not run" beside the paper
+        from labeldp.report.not_run import main_not_run
+
+        return main_not_run(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
     if config["tables"][args.table].get("renderer") == "eps_curves":  # 002's figures, from other tables' cells
         from labeldp.report.eps_curves import main_eps_curves
 

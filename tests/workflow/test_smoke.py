@@ -26,6 +26,7 @@ TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "tabl
           "table12"]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
+NOT_RUN = {"tables": ["hybrid_table4"], "figures": ["hybrid_figure3_pcvr", "figure5b"]}  # proprietary data
 STANDIN_DATASETS = ("cifar10", "cifar10_simclr", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
 
 
@@ -117,6 +118,12 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         assert {r["series"] for r in rows} == {"RR", "DP-SGD", "Hybrid"}, rows
         assert all(r["status"] == "ok" and r["paper"] for r in rows), rows
         assert "STAND-IN DATA" in (rep / "figures" / f"{f}.md").read_text()
+    for kind, names in NOT_RUN.items():  # proprietary data: "not run" with the reason, never a number of ours
+        for name in names:
+            assert "Not run: " in (rep / kind / f"{name}.md").read_text() and "proprietary" in (rep / kind / f"{name}.md").read_text()
+            assert all(r["status"] == "not run" and r["reason"] for r in _rows(rep / kind / f"{name}.csv"))
+            assert all((rep / "figures" / f"{name}.{e}").stat().st_size > 0 for e in ("png", "pdf"))
+    assert len(_rows(rep / "tables/hybrid_table4.csv")) == 21  # every published cell of 002 Table 4, beside "not run"
     for t in TABLES:  # every table also has its accuracy-vs-eps plot
         for ext in ("png", "pdf"):
             assert (rep / "figures" / f"{t}.{ext}").stat().st_size > 0
@@ -271,7 +278,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps", *HYBRID_FIGURES] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps", *HYBRID_FIGURES, *NOT_RUN["tables"], *NOT_RUN["figures"]] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
