@@ -59,14 +59,3 @@ def test_a_panel_naming_a_missing_table_is_refused(cfg):
     with pytest.raises(ConfigError, match=r"tables.curves.panels\[0\].table: 'no_such_table'"):
         validate_semantics(cfg)
 
-
-def test_proprietary_experiments_print_not_run_beside_every_published_cell():
-    from labeldp.report import not_run
-
-    cfg = repo_config()
-    rows = not_run.build_rows(cfg, "hybrid_table4")
-    assert len(rows) == 21 and all(r["status"] == "not run" and "proprietary" in r["reason"] for r in rows)
-    assert {r["dataset"] for r in rows} == {"proprietary_pcvr"} and all(r["paper"] is not None for r in rows)
-    (only,) = not_run.build_rows(cfg, "figure5b")  # 003 prints no App Ads values in the reference files
-    assert only["status"] == "not run" and only["paper"] is None
-    assert plan.runs_by_table(cfg)["hybrid_table4"] == []  # nothing is planned for it
