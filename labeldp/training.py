@@ -52,9 +52,10 @@ class TrainConfig:
       momentum: SGD momentum (0 in the paper: plain SGD).
       mixup_alpha: mixup (Zhang et al. 2018; 001 Appendix B, "Learning with Noisy Labels")
         with mixing weight ``lam ~ Beta(alpha, alpha)`` per batch; 0 turns it off.
-      lr_schedule: ``constant`` (000 Table 8) or ``warmup_linear_decay`` (001 Appendix B: the
-        step size grows linearly from 0 to ``learning_rate`` over the first ``warmup_fraction`` of
-        all steps, then decays linearly to 0 at the last step).
+      lr_schedule: ``constant`` (000 Table 8), ``warmup_linear_decay`` (001 Appendix B, MNIST family:
+        the step size grows linearly from 0 to ``learning_rate`` over the first ``warmup_fraction`` of
+        all steps, then decays linearly to 0 at the last step) or ``warmup_piecewise`` (001 Appendix B,
+        CIFAR: the same warm-up, then constant with a decay by 10 at 30%, 60% and 90% of the steps).
       warmup_fraction: the warm-up share of ``warmup_linear_decay`` (001: 0.15).
       l2: coefficient ``c`` of an l2 penalty ``c * sum(w ** 2)`` over all parameters added to the
         loss (001 Appendix B: 1e-4), applied as weight decay ``2 c w`` before momentum.
@@ -85,7 +86,7 @@ class TrainConfig:
 
 
 #: The step-size schedules of :class:`TrainConfig`.
-LR_SCHEDULES = ("constant", "warmup_linear_decay")
+LR_SCHEDULES = ("constant", "warmup_linear_decay", "warmup_piecewise")
 
 
 def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTransformation:
@@ -102,10 +103,16 @@ def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTra
     peak = float(config.learning_rate)
     if config.lr_schedule == "constant":
         lr = peak
-    else:
+    elif config.lr_schedule == "warmup_linear_decay":
         warm = max(1, int(round(config.warmup_fraction * total_steps)))
         lr = optax.join_schedules([optax.linear_schedule(0.0, peak, warm),
                                    optax.linear_schedule(peak, 0.0, max(1, int(total_steps) - warm))], [warm])
+    else:  # warmup_piecewise
+        warm = max(1, int(round(config.warmup_fraction * total_steps)))
+        drops = {int(round(f * total_steps)): 0.1 for f in (0.3, 0.6, 0.9) if round(f * total_steps) > warm}
+        lr = optax.join_schedules([optax.linear_schedule(0.0, peak, warm),
+                                   optax.piecewise_constant_schedule(peak, {b - warm: s for b, s in drops.items()})],
+                                  [warm])
     tx = optax.sgd(lr, momentum=config.momentum or None)
     if config.l2 > 0:
         tx = optax.chain(optax.add_decayed_weights(2.0 * float(config.l2)), tx)

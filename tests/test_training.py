@@ -154,3 +154,13 @@ def test_a_variants_recipe_options_reach_the_train_config():
     plain = train_config(RunSpec(dataset="mnist", method="rr", variant="default", epsilon=1.0, delta=0.0, seed=0,
                                  hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64}))
     assert (plain.momentum, plain.lr_schedule, plain.l2) == (0.0, "constant", 0.0)
+
+
+def test_warmup_piecewise_rises_then_drops_by_ten_at_30_60_90_percent():
+    """001 Appendix B (CIFAR): linear warm-up over 15% of the steps, then constant with 10x drops at 30/60/90%."""
+    steps, peak = 100, 0.4
+    lr = -_sgd_updates(TrainConfig(learning_rate=peak, epochs=1, lr_schedule="warmup_piecewise"), grads=jnp.ones(()),
+                       params=jnp.zeros(()), steps=steps)
+    np.testing.assert_allclose(lr[:16], peak * np.arange(16) / 15, rtol=1e-5, atol=1e-9)
+    for lo, hi, value in ((15, 30, peak), (30, 60, peak / 10), (60, 90, peak / 100), (90, 100, peak / 1000)):
+        np.testing.assert_allclose(lr[lo:hi], value, rtol=1e-5)

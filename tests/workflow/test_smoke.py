@@ -22,11 +22,12 @@ SMOKE = REPO / "workflow/config/smoke.yaml"
 TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6",
           "table6_fashion_mnist", "table7",
           "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5", "table11",
-          "lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "table12_k2", "table12_k5", "table12_k10", "table12_delta",
+          "lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "lpmst_table1", "lpmst_table5", "table12_k2", "table12_k5", "table12_k10", "table12_delta",
           "table12"]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
-NOT_RUN = {"tables": ["hybrid_table4"], "figures": ["hybrid_figure3_pcvr", "figure5b"]}  # proprietary data
+NOT_RUN = {"tables": ["hybrid_table4", "lpmst_table2", "lpmst_table3"],  # proprietary data or not in the registry
+           "figures": ["hybrid_figure3_pcvr", "figure5b"]}
 STANDIN_DATASETS = ("cifar10", "cifar10_simclr", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
 
 
@@ -120,7 +121,8 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         assert "STAND-IN DATA" in (rep / "figures" / f"{f}.md").read_text()
     for kind, names in NOT_RUN.items():  # proprietary data: "not run" with the reason, never a number of ours
         for name in names:
-            assert "Not run: " in (rep / kind / f"{name}.md").read_text() and "proprietary" in (rep / kind / f"{name}.md").read_text()
+            text = (rep / kind / f"{name}.md").read_text()
+            assert "Not run: " in text and ("proprietary" in text or "not in the data registry" in text), text
             assert all(r["status"] == "not run" and r["reason"] for r in _rows(rep / kind / f"{name}.csv"))
             assert all((rep / "figures" / f"{name}.{e}").stat().st_size > 0 for e in ("png", "pdf"))
     assert len(_rows(rep / "tables/hybrid_table4.csv")) == 21  # every published cell of 002 Table 4, beside "not run"
@@ -203,6 +205,12 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     deltas = {r["config"]["run_spec"]["variant"]: r["privacy"]["delta"] for p in (work / "results/smoke/mnist/labeldp_pro").rglob("*.json")
               for r in [json.loads(p.read_text())]}
     assert deltas["delta_inv_n1.2"] == pytest.approx(60000 ** -1.2) and deltas["default"] == 1e-5, deltas
+    # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
+    for t in ("lpmst_table1", "lpmst_table5"):
+        assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
+    t1 = _rows(rep / "tables/lpmst_table1.csv")
+    assert {r["status"] for r in t1 if r["column"].endswith("_pretrain")} == {"not run"}
+    assert all(r["status"] == "ok" for r in t1 if not r["column"].endswith("_pretrain")), t1
     g3 = (rep / "tables/tableG3.md").read_text()
     assert "(2.38)" in g3 and "STAND-IN DATA" in g3  # the paper's values beside ours
 
