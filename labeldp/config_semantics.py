@@ -52,7 +52,17 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         raise ConfigError(f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") in SOURCE_RENDERERS:  # 000 Tables 11 and 12: built from other tables' records
-            key = {"run_times": "sources", "intersection": "rows", "eps_curves": "panels", "not_run": None}[tcfg["renderer"]]
+            key = {"run_times": "sources", "intersection": "rows", "eps_curves": "panels", "not_run": None,
+                   "training_curves": None}[tcfg["renderer"]]
+            if tcfg["renderer"] == "training_curves":
+                src = tcfg["source"]
+                other = config["tables"].get(src["table"])
+                if other is None or other.get("renderer") in SOURCE_RENDERERS:
+                    raise ConfigError(f"tables.{table}.source.table: {src['table']!r} is not a table of this config "
+                                      f"with runs; tables: {sorted(config['tables'])}")
+                if not any(abs(float(e) - float(src["epsilon"])) < 1e-12 for e in other["epsilons"]):
+                    raise ConfigError(f"tables.{table}.source.epsilon: {src['epsilon']} is not an eps of "
+                                      f"{src['table']} ({other['epsilons']})")
             for i, src in enumerate(tcfg[key] if key else []):
                 other = config["tables"].get(src["table"])
                 if other is None or other.get("renderer") in SOURCE_RENDERERS:

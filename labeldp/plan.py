@@ -291,8 +291,9 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
 
 #: Renderers of tables built from other tables' records (no runs of their own): 000 Table 11's timings
 #: (``sources``), 000 Table 12's intersection points (``rows``), curves against eps (``panels``; 002's figures)
-#: and the experiments on proprietary data, which print "not run" (no sources).
-SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves", "not_run")
+#: training curves of one cell per column (``source``; 000 Figure 2) and the experiments on proprietary data,
+#: which print "not run" (no sources).
+SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves", "training_curves", "not_run")
 
 
 def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
@@ -303,6 +304,8 @@ def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
         return list(dict.fromkeys(row["table"] for row in tcfg["rows"]))
     if tcfg.get("renderer") == "eps_curves":
         return list(dict.fromkeys(panel["table"] for panel in tcfg["panels"]))
+    if tcfg.get("renderer") == "training_curves":
+        return [tcfg["source"]["table"]]
     return []
 
 

@@ -63,6 +63,7 @@ class DPLoopResult:
       steps: the steps run (always ``plan.steps``).
       losses: per-step training loss (diagnostic, not privatized).
       clipped_fraction: per-step fraction of clipped units (diagnostic).
+      grad_norms: per-step norm of the noisy, denoised gradient the optimizer got (diagnostic; 000 Figure 2).
       diagnostics: the denoiser's per-step diagnostics, by name.
       diverged: a loss or parameter became non-finite.
       seconds: wall time of the loop.
@@ -75,6 +76,19 @@ class DPLoopResult:
     diagnostics: dict[str, list[float]]
     diverged: bool
     seconds: float
+    grad_norms: list[float] = dataclasses.field(default_factory=list)
+
+    def curves(self, *, points: int = 100) -> dict[str, Any]:
+        """The training loss and gradient norm along training, as means over consecutive blocks of steps
+        (at most ``points`` blocks of ``steps_per_point`` steps; the last block may be shorter): what 000
+        Figure 2 plots, small enough for a record. Diagnostics only: never released as private outputs."""
+        n = len(self.losses)
+        every = max(1, -(-n // int(points)))
+
+        def blocks(values):
+            return [float(np.mean(values[i:i + every])) for i in range(0, len(values), every)]
+
+        return {"steps_per_point": every, "loss": blocks(self.losses), "grad_norm": blocks(self.grad_norms)}
 
     @property
     def final_loss(self) -> float:
@@ -111,7 +125,7 @@ def run_dp_loop(*, step: Callable, state: TrainState, plan: DPTrainingPlan, seed
         batches = progress(batches, total=plan.steps)
     alt_rng = np.random.default_rng([int(seed), ALT_STREAM])
     gather_alt = gather if gather_alt is None else gather_alt
-    losses, clipped, diag, done = [], [], {}, 0
+    losses, clipped, norms, diag, done = [], [], [], {}, 0
     t0 = time.perf_counter()
     for idx, mask in batches:
         x_alt = gather_alt(sample_alt_batch(plan.n, size=alt_batch_size, rng=alt_rng)) if alt_batch_size else None
@@ -119,14 +133,16 @@ def run_dp_loop(*, step: Callable, state: TrainState, plan: DPTrainingPlan, seed
         state, info = step(state, Batch(x=gather(idx), y=labels[idx], mask=mask, x_alt=x_alt), sub)
         losses.append(info.loss)
         clipped.append(info.clipped_fraction)
+        norms.append(info.grad_norm)
         for name in DIAGNOSTICS:
             if name in info.denoise:
                 diag.setdefault(name, []).append(info.denoise[name])
         done += 1
     losses = [float(v) for v in jax.device_get(losses)]
     clipped = [float(v) for v in jax.device_get(clipped)]
+    norms = [float(v) for v in jax.device_get(norms)]
     diag = {name: [float(v) for v in jax.device_get(vals)] for name, vals in diag.items()}
     finite = all(np.isfinite(losses)) and all(bool(np.isfinite(np.asarray(leaf)).all())
                                                 for leaf in jax.tree_util.tree_leaves(state.params))
     return DPLoopResult(state=state, steps=done, losses=losses, clipped_fraction=clipped, diagnostics=diag,
-                        diverged=not finite, seconds=time.perf_counter() - t0)
+                        diverged=not finite, seconds=time.perf_counter() - t0, grad_norms=norms)

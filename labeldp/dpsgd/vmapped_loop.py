@@ -104,7 +104,7 @@ def run_dp_loops_vmapped(*, template: DPSGDStep, runs: Sequence[VmappedRun], gat
     keys = jnp.stack([r.key for r in runs])
     vstep = jax.jit(jax.vmap(template.pure_step))
     vsplit = jax.jit(jax.vmap(jax.random.split))
-    losses, clipped, diag = [], [], {}
+    losses, clipped, norms, diag = [], [], [], {}
     t0 = time.perf_counter()
     for _ in range(steps):
         drawn = [next(s) for s in streams]
@@ -120,11 +120,13 @@ def run_dp_loops_vmapped(*, template: DPSGDStep, runs: Sequence[VmappedRun], gat
         state, info = vstep(state, Batch(x=gather(idx), y=labels[idx], mask=mask, x_alt=x_alt), subs, hyper)
         losses.append(info.loss)
         clipped.append(info.clipped_fraction)
+        norms.append(info.grad_norm)
         for name in DIAGNOSTICS:
             if name in info.denoise:
                 diag.setdefault(name, []).append(info.denoise[name])
     losses = np.asarray(jax.device_get(losses), np.float64).reshape(steps, count)
     clipped = np.asarray(jax.device_get(clipped), np.float64).reshape(steps, count)
+    norms = np.asarray(jax.device_get(norms), np.float64).reshape(steps, count)
     diag = {k: np.asarray(jax.device_get(v), np.float64).reshape(steps, count) for k, v in diag.items()}
     finals = _unstack(state, count)
     seconds = (time.perf_counter() - t0) / count
@@ -135,5 +137,5 @@ def run_dp_loops_vmapped(*, template: DPSGDStep, runs: Sequence[VmappedRun], gat
         out.append(DPLoopResult(state=final, steps=steps, losses=[float(v) for v in losses[:, i]],
                                 clipped_fraction=[float(v) for v in clipped[:, i]],
                                 diagnostics={k: [float(v) for v in vals[:, i]] for k, vals in diag.items()},
-                                diverged=not finite, seconds=seconds))
+                                diverged=not finite, seconds=seconds, grad_norms=[float(v) for v in norms[:, i]]))
     return out

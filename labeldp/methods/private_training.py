@@ -247,7 +247,7 @@ def finish_private_run(run: PreparedRun, loop: DPLoopResult) -> MethodResult:
                  "denoiser": run.denoiser.name, "amplification_claimed": run.amplification,
                  "alt_batch_size": run.n2 if run.denoiser.uses_alt_batch else None,
                  "projection_solver": run.projection_solver, **run.step.describe(), **validation,
-                 **_projection_summary(loop.diagnostics)},
+                 **_projection_summary(loop.diagnostics), "training_curves": loop.curves()},
     )
 
 

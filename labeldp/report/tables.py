@@ -353,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from labeldp.report.not_run import main_not_run
 
         return main_not_run(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
+    if config["tables"][args.table].get("renderer") == "training_curves":  # 000 Figure 2, from a table's records
+        from labeldp.report.training_curves import main_training_curves
+
+        return main_training_curves(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
     if config["tables"][args.table].get("renderer") == "eps_curves":  # 002's figures, from other tables' cells
         from labeldp.report.eps_curves import main_eps_curves
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from labeldp import plan, sweep_runner
@@ -65,8 +66,12 @@ def test_a_vmapped_sweep_writes_the_records_of_single_runs(tmp_path, formulation
     for p, a in vmapped.items():
         b = json.loads(Path(p).read_text())
         assert a["timings"]["sweep"]["vmapped_runs"] == 3 and "vmapped_runs" not in b["timings"]["sweep"]
+        curves_a, curves_b = a["details"].pop("training_curves"), b["details"].pop("training_curves")
         assert a["privacy"] == b["privacy"] and a["details"] == b["details"] and a["hparams"] == b["hparams"]
         _close(a["metrics"], b["metrics"])
+        assert curves_a["steps_per_point"] == curves_b["steps_per_point"]  # 000 Figure 2's curves, float-close
+        for k in ("loss", "grad_norm"):
+            np.testing.assert_allclose(curves_a[k], curves_b[k], rtol=1e-4)
         assert a["metrics"]["steps"] == b["details"]["steps"]
 
 
