@@ -52,7 +52,8 @@ def run(data, spec: RunSpec) -> MethodResult:
       spec: the run (finite ``epsilon``).
 
     Returns:
-      A :class:`MethodResult`; ``details`` has the noisy-label accuracy.
+      A :class:`MethodResult`; ``details`` has the noisy-label accuracy and the test-set confusion
+      matrices of the trained model and of the model at initialisation (000 Figure 4).
     """
     from baselines import common
     from labeldp.methods.common import build_model_for, train_and_evaluate
@@ -66,12 +67,16 @@ def run(data, spec: RunSpec) -> MethodResult:
     rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)
     noisy, weights = noisy_targets(data.y_train, num_classes=data.num_classes, epsilon=eps, rng=rng)
     model = build_model_for(data)
-    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc=NAME)
+    confusion: dict = {}
+    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc=NAME, confusion=confusion)
     details = {
         "noisy_label_accuracy": common.label_accuracy(noisy, data.y_train),
         "rr_keep_probability": _keep_probability(eps, data.num_classes),
         "num_train": int(len(noisy)),
         "label_rng": [int(spec.seed), common.STREAM_RANDOMIZED_RESPONSE],
+        # test-set confusion matrices (rows: true class), trained and at initialisation: 000 Figure 4
+        "confusion_matrix": confusion["test"],
+        "confusion_matrix_init": confusion["init"],
     }
     return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
                         timings=timings, details=details, audit_log_probs=audit)

@@ -53,7 +53,19 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") in SOURCE_RENDERERS:  # 000 Tables 11 and 12: built from other tables' records
             key = {"run_times": "sources", "intersection": "rows", "eps_curves": "panels", "not_run": None,
-                   "training_curves": None}[tcfg["renderer"]]
+                   "training_curves": None, "confusion_matrices": None}[tcfg["renderer"]]
+            if tcfg["renderer"] == "confusion_matrices":
+                src = tcfg["confusion_source"]
+                other = config["tables"].get(src["table"])
+                if other is None or other.get("renderer") in SOURCE_RENDERERS:
+                    raise ConfigError(f"tables.{table}.confusion_source.table: {src['table']!r} is not a table of "
+                                      f"this config with runs; tables: {sorted(config['tables'])}")
+                if src["column"] not in {c.id for c in columns(other)}:
+                    raise ConfigError(f"tables.{table}.confusion_source.column: {src['column']!r} is not a column "
+                                      f"of {src['table']}")
+                missing = [e for e in src["epsilons"] if not any(abs(float(e) - float(o)) < 1e-12 for o in other["epsilons"])]
+                if missing:
+                    raise ConfigError(f"tables.{table}.confusion_source.epsilons: {missing} are not eps of {src['table']}")
             if tcfg["renderer"] == "training_curves":
                 src = tcfg["source"]
                 other = config["tables"].get(src["table"])

@@ -291,9 +291,10 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
 
 #: Renderers of tables built from other tables' records (no runs of their own): 000 Table 11's timings
 #: (``sources``), 000 Table 12's intersection points (``rows``), curves against eps (``panels``; 002's figures)
-#: training curves of one cell per column (``source``; 000 Figure 2) and the experiments on proprietary data,
+#: training curves of one cell per column (``source``; 000 Figure 2), confusion matrices (``confusion_source``;
+#: 000 Figure 4) and the experiments on proprietary data,
 #: which print "not run" (no sources).
-SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves", "training_curves", "not_run")
+SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves", "training_curves", "confusion_matrices", "not_run")
 
 
 def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
@@ -306,6 +307,8 @@ def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
         return list(dict.fromkeys(panel["table"] for panel in tcfg["panels"]))
     if tcfg.get("renderer") == "training_curves":
         return [tcfg["source"]["table"]]
+    if tcfg.get("renderer") == "confusion_matrices":
+        return [tcfg["confusion_source"]["table"]]
     return []
 
 

@@ -38,6 +38,8 @@ __all__ = [
     "train_weighted",
     "predict_logits",
     "accuracy_pct",
+    "initial_params",
+    "confusion_matrix",
 ]
 
 
@@ -251,6 +253,25 @@ def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformat
     return step
 
 
+def _seeded_init(spec: ModelSpec, seed: int):
+    """(the training key stream, the initial parameters) of a run seeded ``seed``."""
+    key, init_key = jax.random.split(jax.random.key(seed))
+    return key, spec.init(init_key)
+
+
+def initial_params(spec: ModelSpec, seed: int):
+    """The parameters :func:`train_weighted` starts from for ``seed`` (the model at initialisation, 000 Figure 4)."""
+    return _seeded_init(spec, seed)[1]
+
+
+def confusion_matrix(spec: ModelSpec, params, x: np.ndarray, y: np.ndarray, num_classes: int) -> list[list[int]]:
+    """``m[true][predicted]``: counts of the model's argmax predictions on ``x`` against the labels ``y``."""
+    pred = np.argmax(predict_logits(spec, params, x), axis=-1)
+    m = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(m, (np.asarray(y, dtype=np.int64), pred), 1)
+    return m.tolist()
+
+
 def train_weighted(
     spec: ModelSpec,
     *,
@@ -287,9 +308,8 @@ def train_weighted(
     n = x_train.shape[0]
     if target_weights.shape[0] != n:
         raise ValueError(f"target_weights has {target_weights.shape[0]} rows for {n} examples")
-    key = jax.random.key(seed)
-    key, init_key = jax.random.split(key)
-    params = spec.init(init_key) if init_params is None else init_params
+    key, params = _seeded_init(spec, seed)
+    params = params if init_params is None else init_params
     bs = int(config.batch_size)
     steps_per_epoch = -(-n // bs)
     tx = sgd_optimizer(config, total_steps=steps_per_epoch * int(config.epochs))

@@ -164,3 +164,22 @@ def test_warmup_piecewise_rises_then_drops_by_ten_at_30_60_90_percent():
     np.testing.assert_allclose(lr[:16], peak * np.arange(16) / 15, rtol=1e-5, atol=1e-9)
     for lo, hi, value in ((15, 30, peak), (30, 60, peak / 10), (60, 90, peak / 100), (90, 100, peak / 1000)):
         np.testing.assert_allclose(lr[lo:hi], value, rtol=1e-5)
+
+
+def test_confusion_matrix_counts_every_test_example_once_and_init_is_the_training_start():
+    from labeldp.training import confusion_matrix, initial_params
+
+    spec = build_model("mnist_cnn", input_shape=(28, 28, 1), num_classes=10)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(size=(50, 28, 28, 1)).astype(np.float32)
+    y = rng.integers(0, 10, 50)
+    params = initial_params(spec, 3)
+    m = np.asarray(confusion_matrix(spec, params, x, y, 10))
+    pred = np.argmax(np.asarray(spec.logits(params, jnp.asarray(x))), axis=-1)
+    assert m.sum() == 50 and (m.sum(axis=1) == np.bincount(y, minlength=10)).all()
+    assert (m.sum(axis=0) == np.bincount(pred, minlength=10)).all() and np.trace(m) == int((pred == y).sum())
+    # train_weighted at step size 0 returns exactly the parameters it started from
+    res = train_weighted(spec, x_train=x, target_weights=one_hot(y, 10), seed=3,
+                         config=TrainConfig(learning_rate=0.0, epochs=1, batch_size=16, progress=False))
+    for a, b in zip(jax.tree_util.tree_leaves(res.params), jax.tree_util.tree_leaves(params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -8,7 +8,8 @@ import numpy as np
 
 from labeldp.methods.base import RunSpec
 from labeldp.models import FEATURES_MODEL, MODEL_FOR_DATASET, ModelSpec, build_model
-from labeldp.training import TrainConfig, accuracy_pct, audit_log_probs, to_float_images, train_weighted
+from labeldp.training import (TrainConfig, accuracy_pct, audit_log_probs, confusion_matrix, initial_params,
+                              to_float_images, train_weighted)
 
 
 def build_model_for(data) -> ModelSpec:
@@ -41,14 +42,21 @@ def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
 
 
 def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec: RunSpec, *,
-                       desc: str, on_epoch_end=None) -> tuple[dict[str, Any], dict[str, float], Any]:
+                       desc: str, on_epoch_end=None, confusion: dict | None = None
+                       ) -> tuple[dict[str, Any], dict[str, float], Any]:
     """Trains on ``target_weights``; returns (metrics, timings, audit log-probs or None, see
-    :func:`labeldp.training.audit_log_probs`)."""
+    :func:`labeldp.training.audit_log_probs`). With a ``confusion`` dict, fills it with the test-set
+    confusion matrices of the model at initialisation (``"init"``) and trained (``"test"``), 000 Figure 4."""
     x_train = to_float_images(data.x_train)
     result = train_weighted(model, x_train=x_train, target_weights=target_weights,
                             config=train_config(spec), seed=spec.seed, desc=desc,
                             on_epoch_end=on_epoch_end)
-    acc = accuracy_pct(model, result.params, to_float_images(data.x_test), data.y_test)
+    x_test = to_float_images(data.x_test)
+    acc = accuracy_pct(model, result.params, x_test, data.y_test)
+    if confusion is not None:
+        k = int(data.num_classes)
+        confusion["init"] = confusion_matrix(model, initial_params(model, spec.seed), x_test, data.y_test, k)
+        confusion["test"] = confusion_matrix(model, result.params, x_test, data.y_test, k)
     metrics = {"test_accuracy_pct": acc, "diverged": result.diverged or not np.isfinite(result.final_loss),
                "final_train_loss": result.final_loss, "steps": result.steps}
     timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch,

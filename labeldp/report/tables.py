@@ -353,6 +353,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from labeldp.report.not_run import main_not_run
 
         return main_not_run(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
+    if config["tables"][args.table].get("renderer") == "confusion_matrices":  # 000 Figure 4, from a table's records
+        from labeldp.report.confusion import main_confusion
+
+        return main_confusion(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
     if config["tables"][args.table].get("renderer") == "training_curves":  # 000 Figure 2, from a table's records
         from labeldp.report.training_curves import main_training_curves
 

@@ -22,7 +22,7 @@ SMOKE = REPO / "workflow/config/smoke.yaml"
 TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6",
           "table6_fashion_mnist", "table7",
           "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5", "table11",
-          "lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "lpmst_table1", "lpmst_table5", "figure2_sweep", "table12_k2", "table12_k5", "table12_k10", "table12_delta",
+          "lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "lpmst_table1", "lpmst_table5", "figure2_sweep", "figure4_sweep", "figure4_fashion_mnist_sweep", "table12_k2", "table12_k5", "table12_k10", "table12_delta",
           "table12"]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
@@ -210,6 +210,13 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     assert {r["column"] for r in f2} == {"lambda1", "lambda085", "lambda075", "lambda05"}
     assert all(r["status"] == "ok" and float(r["grad_norm"]) >= 0 and float(r["loss"]) > 0 for r in f2), f2
     assert all((rep / "figures" / f"figure2.{e}").stat().st_size > 0 for e in ("md", "png", "pdf"))
+    # 000 Figure 4: confusion matrices (test set) at initialisation and after RR at eps 0.1 and 1.6
+    for f, n_test in (("figure4", None), ("figure4_fashion_mnist", 2000)):
+        rows = _rows(rep / f"figures/{f}.csv")
+        assert [p for p in dict.fromkeys(r["panel"] for r in rows)] == ["initialisation", "RR, eps = 0.1", "RR, eps = 1.6"]
+        for panel in ("initialisation", "RR, eps = 0.1", "RR, eps = 1.6"):
+            counts = [int(r["count"]) for r in rows if r["panel"] == panel]
+            assert len(counts) == 100 and (n_test is None or sum(counts) == n_test), (f, panel)
     # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
     for t in ("lpmst_table1", "lpmst_table5"):
         assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
@@ -291,7 +298,7 @@ def test_dry_run_lists_every_target(tmp_path):
                            "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps", *HYBRID_FIGURES, *NOT_RUN["tables"], *NOT_RUN["figures"], "figure2"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
+    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps", *HYBRID_FIGURES, *NOT_RUN["tables"], *NOT_RUN["figures"], "figure2", "figure4", "figure4_fashion_mnist"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
                                                                      "criteo_attribution", "criteo_search", "census1940")]:
         assert t in listed, t
 
