@@ -108,8 +108,7 @@ def step_targets(noisy_onehot, logits, *, epsilon: float):
     return alibi_posterior(noisy_onehot, prior, epsilon=epsilon)
 
 
-def train_alibi_per_step(model, *, x_train, noisy_onehot, epsilon: float, config, seed: int,
-                         desc: str = NAME):
+def train_alibi_per_step(model, *, x_train, noisy_onehot, epsilon: float, config, seed: int, desc: str = NAME):
     """SGD on the ALIBI loss with the posterior recomputed at every step (official semantics).
 
     :func:`labeldp.training.train_weighted` (same initialisation, shuffling, padding and
@@ -122,8 +121,15 @@ def train_alibi_per_step(model, *, x_train, noisy_onehot, epsilon: float, config
     """
     from labeldp.training import train_weighted
 
-    return train_weighted(model, x_train=x_train, target_weights=noisy_onehot, config=config, seed=seed,
-                          desc=desc, target_transform=lambda z, logits: step_targets(z, logits, epsilon=epsilon))
+    return train_weighted(
+        model,
+        x_train=x_train,
+        target_weights=noisy_onehot,
+        config=config,
+        seed=seed,
+        desc=desc,
+        target_transform=lambda z, logits: step_targets(z, logits, epsilon=epsilon),
+    )
 
 
 def run(data, spec: RunSpec) -> MethodResult:
@@ -161,17 +167,22 @@ def run(data, spec: RunSpec) -> MethodResult:
     state = {"targets": soft0, "refreshes": 0, "refresh_seconds": 0.0}
 
     if prior_mode == "step":
-        result = train_alibi_per_step(model, x_train=x_train, noisy_onehot=z, epsilon=eps,
-                                      config=train_config(spec), seed=spec.seed)
+        result = train_alibi_per_step(
+            model, x_train=x_train, noisy_onehot=z, epsilon=eps, config=train_config(spec), seed=spec.seed
+        )
         acc = accuracy_pct(model, result.params, to_float_images(data.x_test), data.y_test)
         audit = audit_log_probs(model, result.params, data)
-        metrics = {"test_accuracy_pct": acc,
-                   "diverged": result.diverged or not np.isfinite(result.final_loss),
-                   "final_train_loss": result.final_loss, "steps": result.steps}
+        metrics = {
+            "test_accuracy_pct": acc,
+            "diverged": result.diverged or not np.isfinite(result.final_loss),
+            "final_train_loss": result.final_loss,
+            "steps": result.steps,
+        }
         timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch}
         # Diagnostic: the posterior under the final model's (deterministic) predictions.
         state["targets"] = refine_soft_labels(z, predict_logits(model, result.params, x_train), epsilon=eps)
     else:
+
         def on_epoch_end(epoch, params):
             if prior_mode == "uniform" or epoch >= epochs - 1:
                 return None  # the last epoch's refresh would never be trained on
@@ -182,8 +193,9 @@ def run(data, spec: RunSpec) -> MethodResult:
             state["refresh_seconds"] += time.perf_counter() - t0
             return soft.astype(np.float32)
 
-        metrics, timings, audit = train_and_evaluate(model, data, soft0.astype(np.float32), spec, desc=NAME,
-                                              on_epoch_end=on_epoch_end)
+        metrics, timings, audit = train_and_evaluate(
+            model, data, soft0.astype(np.float32), spec, desc=NAME, on_epoch_end=on_epoch_end
+        )
         timings = dict(timings, prior_refresh_seconds=state["refresh_seconds"])
     details = {
         "noisy_label_accuracy": common.label_accuracy(np.argmax(z, axis=-1), y),
@@ -195,5 +207,10 @@ def run(data, spec: RunSpec) -> MethodResult:
         "num_train": int(len(y)),
         "label_rng": [int(spec.seed), common.STREAM_ALIBI],
     }
-    return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details, audit_log_probs=audit)
+    return MethodResult(
+        metrics=metrics,
+        privacy=common.pure_label_dp(eps, MECHANISM),
+        timings=timings,
+        details=details,
+        audit_log_probs=audit,
+    )

@@ -62,8 +62,10 @@ def training_seed(seed: int, stream: int, part: int) -> int:
 def require_private(spec: RunSpec, name: str) -> float:
     """The run's epsilon; a ValueError for ``epsilon = inf`` (use ``nonprivate`` instead)."""
     if not spec.private:
-        raise ValueError(f"{name} is a label-DP method and needs a finite epsilon > 0, got "
-                         f"{spec.epsilon}; the non-private reference is the 'nonprivate' method")
+        raise ValueError(
+            f"{name} is a label-DP method and needs a finite epsilon > 0, got "
+            f"{spec.epsilon}; the non-private reference is the 'nonprivate' method"
+        )
     eps = float(spec.epsilon)
     if not (eps > 0 and math.isfinite(eps)):
         raise ValueError(f"{name}: epsilon must be a positive finite float, got {spec.epsilon!r}")
@@ -77,8 +79,14 @@ def pure_label_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
     eps-DP randomizer and everything else (training, post-processing) only sees the
     randomised labels, so the run is (eps, 0)-label-DP; no accountant is involved.
     """
-    return PrivacyOutcome(epsilon=float(epsilon), delta=0.0, valid=True, mechanism=mechanism,
-                          accounting=None, neighboring_relation="label_substitution")
+    return PrivacyOutcome(
+        epsilon=float(epsilon),
+        delta=0.0,
+        valid=True,
+        mechanism=mechanism,
+        accounting=None,
+        neighboring_relation="label_substitution",
+    )
 
 
 def label_accuracy(noisy_labels, true_labels) -> float:

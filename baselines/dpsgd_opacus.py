@@ -39,6 +39,7 @@ SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the 
 OPTIONS = ("init",)
 INITS = ("torch", "flax")
 
+
 def opacus_epsilons(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> dict[str, float]:
     """What Opacus' own accountants report for ``steps`` Poisson-subsampled Gaussian steps.
 
@@ -87,7 +88,8 @@ def check_per_sample_gradients(module, batch_size: int, *, rtol: float = 1e-3) -
             raise RuntimeError(
                 f"{NAME}: Opacus' per-sample gradients of {name} do not sum to the batch gradient "
                 f"(relative error {err:.3g}); the inputs must be a standard-strided NCHW tensor "
-                "(baselines.torch_models.nchw_tensor)")
+                "(baselines.torch_models.nchw_tensor)"
+            )
         worst = max(worst, err)
     return worst
 
@@ -112,11 +114,13 @@ def build_twin(data, *, init: str, seed: int):
     from labeldp.models import MODEL_FOR_DATASET
 
     if init not in INITS:
-        raise ValueError(f"{NAME}: option init must be one of {INITS}, got {init!r}; "
-                         "set it in the config's variants.dpsgd_opacus")
+        raise ValueError(
+            f"{NAME}: option init must be one of {INITS}, got {init!r}; set it in the config's variants.dpsgd_opacus"
+        )
     torch.manual_seed(int(seed))
-    model = build_torch_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),
-                              num_classes=int(data.num_classes))
+    model = build_torch_model(
+        MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]), num_classes=int(data.num_classes)
+    )
     if init == "flax":
         load_flax_params(model, initial_params(build_model_for(data), seed=int(seed))[1])
     return model
@@ -163,8 +167,13 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     model = build_twin(data, init=init, seed=int(spec.seed))
     gsm = GradSampleModule(model, loss_reduction="mean")
-    optimizer = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=lr), noise_multiplier=sigma, max_grad_norm=clip,
-                            expected_batch_size=n1, loss_reduction="mean")
+    optimizer = DPOptimizer(
+        torch.optim.SGD(gsm.parameters(), lr=lr),
+        noise_multiplier=sigma,
+        max_grad_norm=clip,
+        expected_batch_size=n1,
+        loss_reduction="mean",
+    )
     criterion = torch.nn.CrossEntropyLoss(reduction="mean")
     # the plan's batches from the JAX loop's stream (labeldp.dpsgd.loop): both engines see the same batches
     batches = run_acc.batches(rng=np.random.default_rng([spec.seed, BATCH_STREAM]), pad_to=n1)
@@ -194,8 +203,8 @@ def run(data, spec: RunSpec) -> MethodResult:
     y_test = np.asarray(data.y_test)
     with torch.no_grad():
         for s in range(0, x_test.shape[0], 2048):
-            pred = gsm(x_test[s:s + 2048]).argmax(dim=1).numpy()
-            correct += int(np.sum(pred == y_test[s:s + 2048]))
+            pred = gsm(x_test[s : s + 2048]).argmax(dim=1).numpy()
+            correct += int(np.sum(pred == y_test[s : s + 2048]))
     acc_pct = 100.0 * correct / len(y_test)
     audit = None
     if getattr(data, "audit_inputs", None) is not None:  # the label-canary audit (labeldp.audit)
@@ -203,24 +212,38 @@ def run(data, spec: RunSpec) -> MethodResult:
             audit = torch.log_softmax(gsm(nchw_tensor(to_float_images(data.audit_inputs))), dim=1).numpy()
     diverged = not all(np.isfinite(losses)) or not all(torch.isfinite(p).all() for p in model.parameters())
     privacy = PrivacyOutcome(
-        epsilon=float(acc.epsilon), delta=float(acc.delta), valid=True,
+        epsilon=float(acc.epsilon),
+        delta=float(acc.delta),
+        valid=True,
         mechanism="dpsgd via Opacus (poisson batches, Gaussian noise; sigma from this suite's accountant)",
         accounting=acc.to_dict(),
         neighboring_relation=acc.neighboring_relation,
         epsilon_by_relation=dict(acc.epsilon_by_relation),
     )
     return MethodResult(
-        metrics={"test_accuracy_pct": acc_pct, "diverged": bool(diverged),
-                 "final_train_loss": losses[-1] if losses else float("nan"), "steps": steps},
+        metrics={
+            "test_accuracy_pct": acc_pct,
+            "diverged": bool(diverged),
+            "final_train_loss": losses[-1] if losses else float("nan"),
+            "steps": steps,
+        },
         privacy=privacy,
         audit_log_probs=audit,
-        timings={"train_seconds": train_seconds, "seconds_per_step": train_seconds / steps,
-                 "seconds_per_epoch": train_seconds * n / (steps * n1),
-                 "accounting_seconds": run_acc.seconds},
-        details={"noise_multiplier": sigma, "sampling_rate": q, "steps": steps, "empty_batches": empty, "init": init,
-                 "per_sample_gradient_max_rel_error": grad_check,
-                 "opacus_epsilon_relation": "add_or_remove",  # Opacus accountants: add/remove only
-                 "opacus_epsilon": opacus_epsilons(noise_multiplier=sigma, sampling_rate=q, steps=steps,
-                                                   delta=spec.delta),
-                 "torch_threads": torch.get_num_threads()},
+        timings={
+            "train_seconds": train_seconds,
+            "seconds_per_step": train_seconds / steps,
+            "seconds_per_epoch": train_seconds * n / (steps * n1),
+            "accounting_seconds": run_acc.seconds,
+        },
+        details={
+            "noise_multiplier": sigma,
+            "sampling_rate": q,
+            "steps": steps,
+            "empty_batches": empty,
+            "init": init,
+            "per_sample_gradient_max_rel_error": grad_check,
+            "opacus_epsilon_relation": "add_or_remove",  # Opacus accountants: add/remove only
+            "opacus_epsilon": opacus_epsilons(noise_multiplier=sigma, sampling_rate=q, steps=steps, delta=spec.delta),
+            "torch_threads": torch.get_num_threads(),
+        },
     )

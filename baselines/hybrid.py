@@ -11,8 +11,15 @@ from __future__ import annotations
 from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "hybrid"
-HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "dp_learning_rate", "dp_epochs", "dp_batch_size",
-                   "clip_norm")
+HYPERPARAMETERS = (
+    "learning_rate",
+    "epochs",
+    "batch_size",
+    "dp_learning_rate",
+    "dp_epochs",
+    "dp_batch_size",
+    "clip_norm",
+)
 DATASET_KINDS = ("tabular",)
 CALIBRATES_WITH_ACCOUNTANT = True  # phase 2's sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("dp_batch_size",)  # phase 2's Poisson expected batch: at most the training rows

@@ -53,17 +53,28 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from baselines.lp_mst import (TWO_STAGE_FRACTIONS, LabelOracle, filter_k, plan_multi_stage,  # noqa: F401 (re-exported)
-                              split_into_stages, top_k_mask, train_multi_stage)
+from baselines.lp_mst import (
+    TWO_STAGE_FRACTIONS,
+    LabelOracle,
+    filter_k,
+    plan_multi_stage,
+    split_into_stages,
+    top_k_mask,
+    train_multi_stage,
+)
 from labeldp.methods.base import MethodResult, RunSpec
+
+# LP-2ST's helpers live in baselines.lp_mst; these names stay importable from here
+__all__ = ["LabelOracle", "TwoStagePlan", "filter_k", "plan_stages", "run", "split_stages", "top_k_mask"]
 
 NAME = "lp_2st"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0}
 DATASET_KINDS = ("image", "features")
 
-MECHANISM = ("lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; "
-             "pure eps-label-DP, each label queried once)")
+MECHANISM = (
+    "lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; pure eps-label-DP, each label queried once)"
+)
 DEFAULT_STAGE1_FRACTION = TWO_STAGE_FRACTIONS[0]
 
 
@@ -112,9 +123,17 @@ class TwoStagePlan:
         return int(self.stage1_keep.sum())
 
 
-def plan_stages(labels, *, num_classes: int, epsilon: float, rng,
-                fit_stage1: Callable[[Any, Any], Any], stage1_fraction: float = DEFAULT_STAGE1_FRACTION,
-                temperature: float = 1.0, oracle: LabelOracle | None = None) -> TwoStagePlan:
+def plan_stages(
+    labels,
+    *,
+    num_classes: int,
+    epsilon: float,
+    rng,
+    fit_stage1: Callable[[Any, Any], Any],
+    stage1_fraction: float = DEFAULT_STAGE1_FRACTION,
+    temperature: float = 1.0,
+    oracle: LabelOracle | None = None,
+) -> TwoStagePlan:
     """Runs the label queries of LP-2ST around a stage-1 training callback.
 
     Args:
@@ -136,21 +155,37 @@ def plan_stages(labels, *, num_classes: int, epsilon: float, rng,
         raise ValueError(f"stage1_fraction must be in (0, 1), got {stage1_fraction!r}")
     if oracle is None:
         oracle = LabelOracle(labels, num_classes=num_classes, epsilon=epsilon, rng=rng)
-    s1, s2 = plan_multi_stage(labels, num_classes=num_classes, epsilon=epsilon, rng=rng,
-                              fit_stage=lambda t, idx, noisy: fit_stage1(idx, noisy) if t == 1 else None,
-                              fractions=(float(stage1_fraction), 1.0 - float(stage1_fraction)),
-                              temperature=temperature, oracle=oracle)
+    s1, s2 = plan_multi_stage(
+        labels,
+        num_classes=num_classes,
+        epsilon=epsilon,
+        rng=rng,
+        fit_stage=lambda t, idx, noisy: fit_stage1(idx, noisy) if t == 1 else None,
+        fractions=(float(stage1_fraction), 1.0 - float(stage1_fraction)),
+        temperature=temperature,
+        oracle=oracle,
+    )
     keep = top_k_mask_of(s1, s2)
-    return TwoStagePlan(stage1_idx=s1.idx, stage2_idx=s2.idx, stage1_noisy=s1.noisy, stage2_noisy=s2.noisy,
-                        stage2_k=s2.k, mean_k=s2.mean_k, filter_k=s2.filter_k, stage1_keep=keep,
-                        train_idx=s2.train_idx, train_labels=s2.train_labels, query_log=tuple(oracle.log))
+    return TwoStagePlan(
+        stage1_idx=s1.idx,
+        stage2_idx=s2.idx,
+        stage1_noisy=s1.noisy,
+        stage2_noisy=s2.noisy,
+        stage2_k=s2.k,
+        mean_k=s2.mean_k,
+        filter_k=s2.filter_k,
+        stage1_keep=keep,
+        train_idx=s2.train_idx,
+        train_labels=s2.train_labels,
+        query_log=tuple(oracle.log),
+    )
 
 
 def top_k_mask_of(stage1, stage2):
     """The mask over stage 1's indices of the labels stage 2 reuses."""
     import numpy as np
 
-    return np.isin(stage1.idx, stage2.train_idx[stage2.idx.size:])
+    return np.isin(stage1.idx, stage2.train_idx[stage2.idx.size :])
 
 
 def run(data, spec: RunSpec) -> MethodResult:
@@ -172,8 +207,9 @@ def run(data, spec: RunSpec) -> MethodResult:
     from baselines import common
     from labeldp.methods.common import RECIPE_OPTIONS
 
-    staged = train_multi_stage(data, spec, name=NAME, default_stages=2,
-                               options=("stage1_fraction", "temperature") + RECIPE_OPTIONS)
+    staged = train_multi_stage(
+        data, spec, name=NAME, default_stages=2, options=("stage1_fraction", "temperature") + RECIPE_OPTIONS
+    )
     y = np.asarray(data.y_train)
     s1, s2 = staged.plans
     keep = top_k_mask_of(s1, s2)
@@ -204,7 +240,16 @@ def run(data, spec: RunSpec) -> MethodResult:
     }
     if spec.options.keys() & set(RECIPE_OPTIONS):
         cfg = staged.config
-        details["recipe"] = {"momentum": cfg.momentum, "lr_schedule": cfg.lr_schedule,
-                             "warmup_fraction": cfg.warmup_fraction, "l2": cfg.l2}
-    return MethodResult(metrics=staged.metrics(), privacy=common.pure_label_dp(spec.epsilon, MECHANISM),
-                        timings=timings, details=details, audit_log_probs=staged.audit_log_probs)
+        details["recipe"] = {
+            "momentum": cfg.momentum,
+            "lr_schedule": cfg.lr_schedule,
+            "warmup_fraction": cfg.warmup_fraction,
+            "l2": cfg.l2,
+        }
+    return MethodResult(
+        metrics=staged.metrics(),
+        privacy=common.pure_label_dp(spec.epsilon, MECHANISM),
+        timings=timings,
+        details=details,
+        audit_log_probs=staged.audit_log_probs,
+    )

@@ -50,8 +50,9 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0}
 DATASET_KINDS = ("image", "features")
 
-MECHANISM = ("lp_mst (randomized_response in stage 1, rr_with_prior in later stages; "
-             "pure eps-label-DP, each label queried once)")
+MECHANISM = (
+    "lp_mst (randomized_response in stage 1, rr_with_prior in later stages; pure eps-label-DP, each label queried once)"
+)
 DEFAULT_STAGES = 3
 #: 000 D.1's split of LP-2ST.
 TWO_STAGE_FRACTIONS = (0.4, 0.6)
@@ -105,8 +106,9 @@ class LabelOracle:
         from labeldp.mechanisms import classification
 
         idx = self._claim(idx, "randomized_response")
-        return classification.randomized_response(self._labels[idx], num_classes=self.num_classes,
-                                                  epsilon=self.epsilon, rng=self._rng)
+        return classification.randomized_response(
+            self._labels[idx], num_classes=self.num_classes, epsilon=self.epsilon, rng=self._rng
+        )
 
     def rr_with_prior(self, idx, priors):
         """RRWithPrior of the labels at ``idx`` with one prior row per index (stages >= 2)."""
@@ -150,8 +152,9 @@ def split_into_stages(n: int, *, fractions: Sequence[float], rng) -> list:
 
     cuts = [0] + [int(round(float(c) * n)) for c in np.cumsum(fractions)[:-1]] + [n]
     if any(b <= a for a, b in zip(cuts, cuts[1:])):
-        raise ValueError(f"cannot split {n} examples into {len(fractions)} non-empty stages with "
-                         f"shares {list(fractions)}")
+        raise ValueError(
+            f"cannot split {n} examples into {len(fractions)} non-empty stages with shares {list(fractions)}"
+        )
     perm = rng.permutation(n)
     return [np.sort(perm[a:b]) for a, b in zip(cuts, cuts[1:])]
 
@@ -205,9 +208,17 @@ stage's parameters when ``stage > 1``) and returns its (n, K) logits on the whol
 may depend on the labels only through ``train_labels``); the last stage may return None."""
 
 
-def plan_multi_stage(labels, *, num_classes: int, epsilon: float, rng, fit_stage: FitStage,
-                     fractions: Sequence[float], temperature: float = 1.0,
-                     oracle: LabelOracle | None = None) -> tuple[StagePlan, ...]:
+def plan_multi_stage(
+    labels,
+    *,
+    num_classes: int,
+    epsilon: float,
+    rng,
+    fit_stage: FitStage,
+    fractions: Sequence[float],
+    temperature: float = 1.0,
+    oracle: LabelOracle | None = None,
+) -> tuple[StagePlan, ...]:
     """Runs the label queries of LP-MST around a per-stage training callback (001 Algorithm 3).
 
     Args:
@@ -247,8 +258,17 @@ def plan_multi_stage(labels, *, num_classes: int, epsilon: float, rng, fit_stage
             train_idx = np.concatenate([idx, prev_idx[keep]])
             train_labels = np.concatenate([noisy, prev_noisy[keep]])
             reused = int(keep.sum())
-        plans.append(StagePlan(idx=idx, noisy=noisy, k=k_star, filter_k=k_f, train_idx=train_idx,
-                               train_labels=train_labels, num_reused=reused))
+        plans.append(
+            StagePlan(
+                idx=idx,
+                noisy=noisy,
+                k=k_star,
+                filter_k=k_f,
+                train_idx=train_idx,
+                train_labels=train_labels,
+                num_reused=reused,
+            )
+        )
         logits = fit_stage(t, train_idx, train_labels)
         if t < len(parts):
             logits = np.asarray(logits)
@@ -300,18 +320,23 @@ class MultiStageRun:
 
         final = self.results[-1]
         diverged = any(r.diverged for r in self.results) or not math.isfinite(final.final_loss)
-        return {"test_accuracy_pct": self.stage_test_accuracy_pct[-1], "diverged": bool(diverged),
-                "final_train_loss": final.final_loss, "steps": int(sum(r.steps for r in self.results))}
+        return {
+            "test_accuracy_pct": self.stage_test_accuracy_pct[-1],
+            "diverged": bool(diverged),
+            "final_train_loss": final.final_loss,
+            "steps": int(sum(r.steps for r in self.results)),
+        }
 
     def timings(self) -> dict[str, float]:
-        out = {"train_seconds": sum(r.train_seconds for r in self.results),
-               "seconds_per_epoch": sum(r.seconds_per_epoch for r in self.results) / len(self.results)}
+        out = {
+            "train_seconds": sum(r.train_seconds for r in self.results),
+            "seconds_per_epoch": sum(r.seconds_per_epoch for r in self.results) / len(self.results),
+        }
         out.update({f"stage{t}_seconds_per_epoch": r.seconds_per_epoch for t, r in enumerate(self.results, start=1)})
         return out
 
 
-def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int,
-                      options: Sequence[str]) -> MultiStageRun:
+def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, options: Sequence[str]) -> MultiStageRun:
     """Trains LP-MST as the spec says (see the module docstring).
 
     Args:
@@ -330,8 +355,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int,
 
     from baselines import common
     from labeldp.methods.common import build_model_for, train_config
-    from labeldp.training import (accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images,
-                                  train_weighted)
+    from labeldp.training import accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images, train_weighted
 
     eps = common.require_private(spec, name)
     common.check_options(spec, tuple(options), name)
@@ -345,20 +369,39 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int,
     results: list[Any] = []
 
     def fit_stage(t, train_idx, train_labels):
-        res = train_weighted(model, x_train=x_train[train_idx], target_weights=one_hot(train_labels, k),
-                             config=dataclasses.replace(config, mixup_alpha=mixup[1 if t == 1 else 2]),
-                             seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, t),
-                             init_params=results[-1].params if results else None, desc=f"{name} stage {t}")
+        res = train_weighted(
+            model,
+            x_train=x_train[train_idx],
+            target_weights=one_hot(train_labels, k),
+            config=dataclasses.replace(config, mixup_alpha=mixup[1 if t == 1 else 2]),
+            seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, t),
+            init_params=results[-1].params if results else None,
+            desc=f"{name} stage {t}",
+        )
         results.append(res)
         return predict_logits(model, res.params, x_train) if t < stages else None
 
-    plans = plan_multi_stage(np.asarray(data.y_train), num_classes=k, epsilon=eps,
-                             rng=common.label_rng(spec.seed, common.STREAM_LP_2ST), fit_stage=fit_stage,
-                             fractions=fractions, temperature=temperature)
+    plans = plan_multi_stage(
+        np.asarray(data.y_train),
+        num_classes=k,
+        epsilon=eps,
+        rng=common.label_rng(spec.seed, common.STREAM_LP_2ST),
+        fit_stage=fit_stage,
+        fractions=fractions,
+        temperature=temperature,
+    )
     accs = tuple(accuracy_pct(model, r.params, x_test, data.y_test) for r in results)
-    return MultiStageRun(stages=stages, fractions=fractions, temperature=temperature, plans=plans,
-                         results=tuple(results), stage_test_accuracy_pct=accs, config=config, mixup=mixup,
-                         audit_log_probs=audit_log_probs(model, results[-1].params, data))
+    return MultiStageRun(
+        stages=stages,
+        fractions=fractions,
+        temperature=temperature,
+        plans=plans,
+        results=tuple(results),
+        stage_test_accuracy_pct=accs,
+        config=config,
+        mixup=mixup,
+        audit_log_probs=audit_log_probs(model, results[-1].params, data),
+    )
 
 
 def run(data, spec: RunSpec) -> MethodResult:
@@ -377,8 +420,9 @@ def run(data, spec: RunSpec) -> MethodResult:
     from baselines import common
     from labeldp.methods.common import RECIPE_OPTIONS
 
-    staged = train_multi_stage(data, spec, name=NAME, default_stages=DEFAULT_STAGES,
-                               options=STAGE_OPTIONS + RECIPE_OPTIONS)
+    staged = train_multi_stage(
+        data, spec, name=NAME, default_stages=DEFAULT_STAGES, options=STAGE_OPTIONS + RECIPE_OPTIONS
+    )
     y = np.asarray(data.y_train)
     all_noisy = np.empty_like(y)
     for p in staged.plans:
@@ -388,16 +432,34 @@ def run(data, spec: RunSpec) -> MethodResult:
         "stages": staged.stages,
         "stage_fractions": list(staged.fractions),
         "noisy_label_accuracy": common.label_accuracy(all_noisy, y),
-        "per_stage": [{"num_queried": int(p.idx.size), "noisy_label_accuracy": common.label_accuracy(p.noisy, y[p.idx]),
-                       "mean_k": p.mean_k, "filter_k": p.filter_k, "num_reused": p.num_reused,
-                       "num_train": int(p.train_idx.size), "test_accuracy_pct": acc, "diverged": bool(r.diverged)}
-                      for p, r, acc in zip(staged.plans, staged.results, staged.stage_test_accuracy_pct)],
+        "per_stage": [
+            {
+                "num_queried": int(p.idx.size),
+                "noisy_label_accuracy": common.label_accuracy(p.noisy, y[p.idx]),
+                "mean_k": p.mean_k,
+                "filter_k": p.filter_k,
+                "num_reused": p.num_reused,
+                "num_train": int(p.train_idx.size),
+                "test_accuracy_pct": acc,
+                "diverged": bool(r.diverged),
+            }
+            for p, r, acc in zip(staged.plans, staged.results, staged.stage_test_accuracy_pct)
+        ],
         "temperature": staged.temperature,
         "epochs_per_stage": int(cfg.epochs),
         "mixup_alpha": {"stage1": staged.mixup[1], "later_stages": staged.mixup[2]},
-        "recipe": {"momentum": cfg.momentum, "lr_schedule": cfg.lr_schedule,
-                   "warmup_fraction": cfg.warmup_fraction, "l2": cfg.l2},
+        "recipe": {
+            "momentum": cfg.momentum,
+            "lr_schedule": cfg.lr_schedule,
+            "warmup_fraction": cfg.warmup_fraction,
+            "l2": cfg.l2,
+        },
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
     }
-    return MethodResult(metrics=staged.metrics(), privacy=common.pure_label_dp(spec.epsilon, MECHANISM),
-                        timings=staged.timings(), details=details, audit_log_probs=staged.audit_log_probs)
+    return MethodResult(
+        metrics=staged.metrics(),
+        privacy=common.pure_label_dp(spec.epsilon, MECHANISM),
+        timings=staged.timings(),
+        details=details,
+        audit_log_probs=staged.audit_log_probs,
+    )

@@ -78,8 +78,13 @@ def run(data, spec: RunSpec) -> MethodResult:
         "confusion_matrix": confusion["test"],
         "confusion_matrix_init": confusion["init"],
     }
-    return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details, audit_log_probs=audit)
+    return MethodResult(
+        metrics=metrics,
+        privacy=common.pure_label_dp(eps, MECHANISM),
+        timings=timings,
+        details=details,
+        audit_log_probs=audit,
+    )
 
 
 def _keep_probability(epsilon: float, num_classes: int) -> float:

@@ -78,8 +78,13 @@ def run(data, spec: RunSpec) -> MethodResult:
         "num_train": int(len(noisy)),
         "label_rng": [int(spec.seed), common.STREAM_RANDOMIZED_RESPONSE],
     }
-    return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps, MECHANISM),
-                        timings=timings, details=details, audit_log_probs=audit)
+    return MethodResult(
+        metrics=metrics,
+        privacy=common.pure_label_dp(eps, MECHANISM),
+        timings=timings,
+        details=details,
+        audit_log_probs=audit,
+    )
 
 
 def _exp(x: float) -> float:

@@ -42,8 +42,10 @@ OPTIONAL_HYPERPARAMETERS = {"num_clusters": 100}
 DATASET_KINDS = ("features",)
 OPTIONS = ("prior_epsilon", "kmeans_n_init", "kmeans_max_iter")
 
-MECHANISM = ("discrete_laplace_histograms (k-means clusters) + rr_with_prior (pure eps-label-DP: eps_p + eps_r, "
-             "each label queried once)")
+MECHANISM = (
+    "discrete_laplace_histograms (k-means clusters) + rr_with_prior (pure eps-label-DP: eps_p + eps_r, "
+    "each label queried once)"
+)
 
 
 def prior_epsilon(option: Any, epsilon: float) -> float:
@@ -60,20 +62,26 @@ def prior_epsilon(option: Any, epsilon: float) -> float:
       ValueError: no option, no entry for ``epsilon``, or an ``eps_p`` that leaves nothing for RR.
     """
     if option is None:
-        raise ValueError("rr_with_prior needs the variant option prior_epsilon (a number, or [[eps, eps_p], ...] "
-                         "as in 000 Table 9): add it under variants.rr_with_prior.<variant> in the config")
+        raise ValueError(
+            "rr_with_prior needs the variant option prior_epsilon (a number, or [[eps, eps_p], ...] "
+            "as in 000 Table 9): add it under variants.rr_with_prior.<variant> in the config"
+        )
     if isinstance(option, (int, float)) and not isinstance(option, bool):
         eps_p = float(option)
     else:
         table = {float(e): float(p) for e, p in option}
         matches = [p for e, p in table.items() if math.isclose(e, epsilon, rel_tol=1e-9, abs_tol=1e-12)]
         if not matches:
-            raise ValueError(f"rr_with_prior: prior_epsilon has no entry for eps = {epsilon:g} (entries: "
-                             f"{sorted(table)}); add [{epsilon:g}, eps_p] to the variant's prior_epsilon")
+            raise ValueError(
+                f"rr_with_prior: prior_epsilon has no entry for eps = {epsilon:g} (entries: "
+                f"{sorted(table)}); add [{epsilon:g}, eps_p] to the variant's prior_epsilon"
+            )
         eps_p = matches[0]
     if not 0 < eps_p < epsilon:
-        raise ValueError(f"rr_with_prior: prior_epsilon = {eps_p:g} must be in (0, eps = {epsilon:g}): the rest of "
-                         "eps goes to RRWithPrior")
+        raise ValueError(
+            f"rr_with_prior: prior_epsilon = {eps_p:g} must be in (0, eps = {epsilon:g}): the rest of "
+            "eps goes to RRWithPrior"
+        )
     return eps_p
 
 
@@ -103,10 +111,17 @@ def run(data, spec: RunSpec) -> MethodResult:
     clusters = int(spec.hparams.get("num_clusters", OPTIONAL_HYPERPARAMETERS["num_clusters"]))
     k = int(data.num_classes)
     rng = common.label_rng(spec.seed, common.STREAM_RR_WITH_PRIOR)
-    priors = kmeans_priors(np.asarray(data.x_train, np.float32), data.y_train, num_clusters=clusters, num_classes=k,
-                           epsilon=eps_p, rng=rng, seed=int(spec.seed),
-                           n_init=int(spec.options.get("kmeans_n_init", 1)),
-                           max_iter=int(spec.options.get("kmeans_max_iter", 300)))
+    priors = kmeans_priors(
+        np.asarray(data.x_train, np.float32),
+        data.y_train,
+        num_clusters=clusters,
+        num_classes=k,
+        epsilon=eps_p,
+        rng=rng,
+        seed=int(spec.seed),
+        n_init=int(spec.options.get("kmeans_n_init", 1)),
+        max_iter=int(spec.options.get("kmeans_max_iter", 300)),
+    )
     release = rr_with_prior(data.y_train, priors.priors, epsilon=eps_r, rng=rng)
     model = build_model_for(data)
     metrics, timings, audit = train_and_evaluate(model, data, one_hot(release.noisy_labels, k), spec, desc=NAME)
@@ -121,5 +136,10 @@ def run(data, spec: RunSpec) -> MethodResult:
         "label_rng": [int(spec.seed), common.STREAM_RR_WITH_PRIOR],
     }
     mechanism = f"{MECHANISM}; eps_p = {eps_p:g}, eps_r = {eps_r:g}"
-    return MethodResult(metrics=metrics, privacy=common.pure_label_dp(eps_p + eps_r, mechanism), timings=timings,
-                        details=dict(details), audit_log_probs=audit)
+    return MethodResult(
+        metrics=metrics,
+        privacy=common.pure_label_dp(eps_p + eps_r, mechanism),
+        timings=timings,
+        details=dict(details),
+        audit_log_probs=audit,
+    )

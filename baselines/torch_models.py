@@ -71,7 +71,9 @@ class MnistCNNTorch(nn.Module):
       padding: ``SAME`` (default, as the Flax model) or ``VALID``.
     """
 
-    def __init__(self, *, input_shape: tuple[int, int, int] = (28, 28, 1), num_classes: int = 10, padding: str = "SAME"):
+    def __init__(
+        self, *, input_shape: tuple[int, int, int] = (28, 28, 1), num_classes: int = 10, padding: str = "SAME"
+    ):
         super().__init__()
         h, w, c = input_shape
         p = _conv_padding(padding)
@@ -103,7 +105,11 @@ class CifarCNNTorch(nn.Module):
     """
 
     def __init__(
-        self, *, input_shape: tuple[int, int, int] = (32, 32, 3), num_classes: int = 10, padding: str = "SAME",
+        self,
+        *,
+        input_shape: tuple[int, int, int] = (32, 32, 3),
+        num_classes: int = 10,
+        padding: str = "SAME",
         dropout: float = 0.2,
     ):
         super().__init__()

@@ -40,15 +40,25 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_converged_projection import _cos, _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA, N2_MAX = 5.0, 0.2, 1024, 585, 1e-5, 256
-BASE = dict(vertices="clipped", coefficient_set="joint", start="predicted", tol=1e-3, max_steps=500,
-            smoothing=1.0, n2=32)
+BASE = dict(
+    vertices="clipped", coefficient_set="joint", start="predicted", tol=1e-3, max_steps=500, smoothing=1.0, n2=32
+)
 
 
 def ablation_variants() -> dict[str, dict]:
     """The column's configuration and one change at a time: ``name -> (axis, settings)``."""
-    one = [("vertices", "raw"), ("coefficient_set", "per_example"), ("start", "uniform"),
-           ("tol", 1e-2), ("tol", 1e-4), ("smoothing", 0.9), ("smoothing", 0.75),
-           ("n2", 64), ("n2", 128), ("n2", 256)]
+    one = [
+        ("vertices", "raw"),
+        ("coefficient_set", "per_example"),
+        ("start", "uniform"),
+        ("tol", 1e-2),
+        ("tol", 1e-4),
+        ("smoothing", 0.9),
+        ("smoothing", 0.75),
+        ("n2", 64),
+        ("n2", 128),
+        ("n2", 256),
+    ]
     out = {"column (base)": dict(axis="-", **BASE)}
     for axis, value in one:
         s = {**BASE, axis: value}
@@ -82,8 +92,17 @@ def main(argv=None) -> int:
     if a.draws < 2:
         p.error("--draws must be >= 2 (the table reports a standard deviation over draws)")
     checkpoints = sorted(int(s) for s in a.steps.split(","))
-    run = dpsgd_checkpoint_setup(dataset=a.dataset, eps=a.eps, seed=a.seed, clip=CLIP, lr=LR, n1=N1, steps=STEPS,
-                                 delta=DELTA, num_batches=max(checkpoints) + len(checkpoints) * a.draws)
+    run = dpsgd_checkpoint_setup(
+        dataset=a.dataset,
+        eps=a.eps,
+        seed=a.seed,
+        clip=CLIP,
+        lr=LR,
+        n1=N1,
+        steps=STEPS,
+        delta=DELTA,
+        num_batches=max(checkpoints) + len(checkpoints) * a.draws,
+    )
     model, step, state, key, batches = run["model"], run["step"], run["state"], run["key"], run["batches"]
     xd, yd, y, n, sigma = run["xd"], run["yd"], run["y"], run["n"], run["sigma"]
     variants = ablation_variants()
@@ -101,20 +120,46 @@ def main(argv=None) -> int:
             clean = _flat(step.clipped_sum(state.params, batch, sk)[0]) / N1
             noisy = _flat(step.noisy_gradient(state.params, batch, sk)[0])
             alt = xd[sample_alt_batch(n, size=N2_MAX, rng=np.random.default_rng([a.seed, ck, d, 2]))]
-            raw.append(dict(checkpoint=ck, draw=d, variant="DP-SGD (no projection)", axis="-",
-                            cos=_cos(noisy, clean), norm_ratio=float(np.linalg.norm(noisy) / np.linalg.norm(clean)),
-                            train_acc_2000=acc))
+            raw.append(
+                dict(
+                    checkpoint=ck,
+                    draw=d,
+                    variant="DP-SGD (no projection)",
+                    axis="-",
+                    cos=_cos(noisy, clean),
+                    norm_ratio=float(np.linalg.norm(noisy) / np.linalg.norm(clean)),
+                    train_acc_2000=acc,
+                )
+            )
             for name, v in variants.items():
-                opts = HullOptions(vertices=v["vertices"], clip_norm=CLIP, coefficient_set=v["coefficient_set"],
-                                   start=v["start"], tol=v["tol"], max_steps=v["max_steps"], smoothing=v["smoothing"])
+                opts = HullOptions(
+                    vertices=v["vertices"],
+                    clip_norm=CLIP,
+                    coefficient_set=v["coefficient_set"],
+                    start=v["start"],
+                    tol=v["tol"],
+                    max_steps=v["max_steps"],
+                    smoothing=v["smoothing"],
+                )
                 t0 = time.perf_counter()
-                res = converged_hull_projection(model.logits, state.params, alt[:v["n2"]], unravel(jnp.asarray(noisy)),
-                                                options=opts)
+                res = converged_hull_projection(
+                    model.logits, state.params, alt[: v["n2"]], unravel(jnp.asarray(noisy)), options=opts
+                )
                 o = _flat(res.projected)
-                raw.append(dict(checkpoint=ck, draw=d, variant=name, axis=v["axis"], cos=_cos(o, clean),
-                                norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
-                                iterations=int(res.iterations), gap_relative=float(res.gap_relative),
-                                seconds=time.perf_counter() - t0, train_acc_2000=acc))
+                raw.append(
+                    dict(
+                        checkpoint=ck,
+                        draw=d,
+                        variant=name,
+                        axis=v["axis"],
+                        cos=_cos(o, clean),
+                        norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
+                        iterations=int(res.iterations),
+                        gap_relative=float(res.gap_relative),
+                        seconds=time.perf_counter() - t0,
+                        train_acc_2000=acc,
+                    )
+                )
         print(f"checkpoint {ck}: done ({time.perf_counter() - t_start:.0f} s)", flush=True)
     rows = []
     names = ["DP-SGD (no projection)", *variants]
@@ -123,19 +168,50 @@ def main(argv=None) -> int:
             rs = [r for r in raw if r["checkpoint"] == ck and r["variant"] == name]
             c, cs = _summary([r["cos"] for r in rs])
             nr, nrs = _summary([r["norm_ratio"] for r in rs])
-            rows.append(dict(checkpoint=ck, variant=name, axis=rs[0]["axis"], cos_mean=c, cos_std=cs,
-                             norm_ratio_mean=nr, norm_ratio_std=nrs, train_acc_2000=rs[0]["train_acc_2000"],
-                             iterations_median=float(np.median([r["iterations"] for r in rs])) if "iterations" in rs[0]
-                             else None,
-                             gap_relative_max=max(r["gap_relative"] for r in rs) if "gap_relative" in rs[0] else None))
-    machine = (f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {__import__('os').cpu_count()} cores), "
-               f"loadavg {load0} -> {Path('/proc/loadavg').read_text().split()[:3]}")
-    result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine,
-              "settings": dict(dataset=a.dataset, eps_add_remove=a.eps, sigma=sigma, clip=CLIP, lr=LR, n1=N1,
-                               checkpoints=checkpoints, draws=a.draws, seed=a.seed, base=BASE),
-              "rows": rows, "draws": raw, "seconds_total": time.perf_counter() - t_start}
-    out = Path(a.out) if a.out else ROOT / (f"benchmarks/results/projection_ablation_{a.dataset}_eps{a.eps:g}_"
-                                             f"{jax.default_backend()}")
+            rows.append(
+                dict(
+                    checkpoint=ck,
+                    variant=name,
+                    axis=rs[0]["axis"],
+                    cos_mean=c,
+                    cos_std=cs,
+                    norm_ratio_mean=nr,
+                    norm_ratio_std=nrs,
+                    train_acc_2000=rs[0]["train_acc_2000"],
+                    iterations_median=float(np.median([r["iterations"] for r in rs]))
+                    if "iterations" in rs[0]
+                    else None,
+                    gap_relative_max=max(r["gap_relative"] for r in rs) if "gap_relative" in rs[0] else None,
+                )
+            )
+    machine = (
+        f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {__import__('os').cpu_count()} cores), "
+        f"loadavg {load0} -> {Path('/proc/loadavg').read_text().split()[:3]}"
+    )
+    result = {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine,
+        "settings": dict(
+            dataset=a.dataset,
+            eps_add_remove=a.eps,
+            sigma=sigma,
+            clip=CLIP,
+            lr=LR,
+            n1=N1,
+            checkpoints=checkpoints,
+            draws=a.draws,
+            seed=a.seed,
+            base=BASE,
+        ),
+        "rows": rows,
+        "draws": raw,
+        "seconds_total": time.perf_counter() - t_start,
+    }
+    out = (
+        Path(a.out)
+        if a.out
+        else ROOT / (f"benchmarks/results/projection_ablation_{a.dataset}_eps{a.eps:g}_{jax.default_backend()}")
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     # not with_suffix: the stem holds the eps ("eps0.2"), whose "." is not a suffix
     write_text_atomic(Path(f"{out}.json"), json.dumps(result, indent=2))
@@ -146,19 +222,25 @@ def main(argv=None) -> int:
 
 def _markdown(result: dict) -> list[str]:
     s = result["settings"]
-    md = [f"# LabelDP-Pro projection ablation: {s['dataset']}, eps {s['eps_add_remove']:g} (sigma {s['sigma']:.4g})", "",
-          f"- created: {result['created']}; machine: {result['machine']}; {result['seconds_total']:.0f} s",
-          "- a diagnostic that reads labels (the clean gradient); never part of a private run",
-          f"- checkpoints of plain DP-SGD (lr {s['lr']}, C {s['clip']}, batch {s['n1']}); mean (std) over "
-          f"{s['draws']} draws of (batch, noise, alternative batch); every variant projects the same noisy gradient",
-          f"- base = the CPU report's column: {s['base']}; every other row changes one axis", "",
-          "| checkpoint (train acc.) | variant | cos(update, clean) | norm / clean norm | iterations | max rel. gap |",
-          "|---|---|---|---|---|---|"]
+    md = [
+        f"# LabelDP-Pro projection ablation: {s['dataset']}, eps {s['eps_add_remove']:g} (sigma {s['sigma']:.4g})",
+        "",
+        f"- created: {result['created']}; machine: {result['machine']}; {result['seconds_total']:.0f} s",
+        "- a diagnostic that reads labels (the clean gradient); never part of a private run",
+        f"- checkpoints of plain DP-SGD (lr {s['lr']}, C {s['clip']}, batch {s['n1']}); mean (std) over "
+        f"{s['draws']} draws of (batch, noise, alternative batch); every variant projects the same noisy gradient",
+        f"- base = the CPU report's column: {s['base']}; every other row changes one axis",
+        "",
+        "| checkpoint (train acc.) | variant | cos(update, clean) | norm / clean norm | iterations | max rel. gap |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         it = "-" if r["iterations_median"] is None else f"{r['iterations_median']:.0f}"
         gap = "-" if r["gap_relative_max"] is None else f"{r['gap_relative_max']:.2g}"
-        md.append(f"| {r['checkpoint']} ({r['train_acc_2000']:.0f}%) | {r['variant']} | {r['cos_mean']:.3f} "
-                  f"({r['cos_std']:.3f}) | {r['norm_ratio_mean']:.3g} ({r['norm_ratio_std']:.2g}) | {it} | {gap} |")
+        md.append(
+            f"| {r['checkpoint']} ({r['train_acc_2000']:.0f}%) | {r['variant']} | {r['cos_mean']:.3f} "
+            f"({r['cos_std']:.3f}) | {r['norm_ratio_mean']:.3g} ({r['norm_ratio_std']:.2g}) | {it} | {gap} |"
+        )
     return md
 
 

@@ -68,9 +68,9 @@ def train_until(step, state, key, batches, xd, yd, *, done: int, until: int):
     return state, key, done
 
 
-
-def dpsgd_checkpoint_setup(*, dataset: str, eps: float, seed: int, clip: float, lr: float, n1: int, steps: int,
-                           delta: float, num_batches: int):
+def dpsgd_checkpoint_setup(
+    *, dataset: str, eps: float, seed: int, clip: float, lr: float, n1: int, steps: int, delta: float, num_batches: int
+):
     """Plain DP-SGD at the reports' settings, ready to train to checkpoints (shared with
     ``ablation_projection.py`` and ``bias_projection.py``).
 
@@ -98,10 +98,26 @@ def dpsgd_checkpoint_setup(*, dataset: str, eps: float, seed: int, clip: float, 
     step = make_dpsgd_step(optimizer=optax.sgd(lr), config=cfg, model=model)
     key = jax.random.key(seed)
     key, ik = jax.random.split(key)
-    batches = poisson_batches(n, sampling_rate=n1 / n, rng=np.random.default_rng([seed, 1]),
-                              pad_to=cfg.padded_batch_size, num_batches=num_batches)
-    return dict(model=model, step=step, state=step.init(model.init(ik)), key=key, batches=batches,
-                xd=jnp.asarray(x), yd=jnp.asarray(y), y=y, n=n, sigma=sigma)
+    batches = poisson_batches(
+        n,
+        sampling_rate=n1 / n,
+        rng=np.random.default_rng([seed, 1]),
+        pad_to=cfg.padded_batch_size,
+        num_batches=num_batches,
+    )
+    return dict(
+        model=model,
+        step=step,
+        state=step.init(model.init(ik)),
+        key=key,
+        batches=batches,
+        xd=jnp.asarray(x),
+        yd=jnp.asarray(y),
+        y=y,
+        n=n,
+        sigma=sigma,
+    )
+
 
 def variants(quick: bool):
     from labeldp.denoisers.hull_converged import HullOptions
@@ -109,17 +125,21 @@ def variants(quick: bool):
     conv = dict(tol=1e-3, max_steps=2000, smoothing=LAMBDA)
     out = {
         "converged_clipped_joint_predicted": HullOptions(vertices="clipped", clip_norm=CLIP, start="predicted", **conv),
-        "converged_clipped_joint_predicted_lambda1": HullOptions(vertices="clipped", clip_norm=CLIP,
-                                                                 start="predicted", **{**conv, "smoothing": 1.0}),
-        "converged_clipped_per_example_predicted": HullOptions(vertices="clipped", clip_norm=CLIP,
-                                                               coefficient_set="per_example", start="predicted", **conv),
-        "converged_raw_joint_predicted_lambda1": HullOptions(vertices="raw", start="predicted",
-                                                             **{**conv, "smoothing": 1.0}),
+        "converged_clipped_joint_predicted_lambda1": HullOptions(
+            vertices="clipped", clip_norm=CLIP, start="predicted", **{**conv, "smoothing": 1.0}
+        ),
+        "converged_clipped_per_example_predicted": HullOptions(
+            vertices="clipped", clip_norm=CLIP, coefficient_set="per_example", start="predicted", **conv
+        ),
+        "converged_raw_joint_predicted_lambda1": HullOptions(
+            vertices="raw", start="predicted", **{**conv, "smoothing": 1.0}
+        ),
         "converged_clipped_joint_uniform": HullOptions(vertices="clipped", clip_norm=CLIP, start="uniform", **conv),
     }
     if not quick:
         out["converged_clipped_joint_predicted_matrix_free"] = HullOptions(
-            vertices="clipped", clip_norm=CLIP, start="predicted", solver="matrix_free", **conv)
+            vertices="clipped", clip_norm=CLIP, start="predicted", solver="matrix_free", **conv
+        )
     return out
 
 
@@ -153,8 +173,13 @@ def main(argv=None) -> int:
     key, ik = jax.random.split(key)
     state = step.init(model.init(ik))
     rng = np.random.default_rng([0, 1])
-    batches = poisson_batches(n, sampling_rate=N1 / n, rng=rng, pad_to=cfg.padded_batch_size,
-                              num_batches=max(checkpoints) + len(checkpoints) + 8)  # + the timed steps
+    batches = poisson_batches(
+        n,
+        sampling_rate=N1 / n,
+        rng=rng,
+        pad_to=cfg.padded_batch_size,
+        num_batches=max(checkpoints) + len(checkpoints) + 8,
+    )  # + the timed steps
     xd, yd = jnp.asarray(x), jnp.asarray(y)
     rows, done = [], 0
     load0 = Path("/proc/loadavg").read_text().split()[:3]
@@ -169,36 +194,76 @@ def main(argv=None) -> int:
         noisy = _flat(noisy_tree)
         x_alt = xd[sample_alt_batch(n, size=N2, rng=np.random.default_rng([ck, 2]))]
         acc = float(np.mean(np.argmax(np.asarray(model.logits(state.params, xd[:2000])), -1) == y[:2000]) * 100)
-        rows.append(dict(checkpoint=ck, variant="dpsgd", cos_clean=_cos(noisy, clean),
-                         norm_ratio=float(np.linalg.norm(noisy) / np.linalg.norm(clean)), train_acc_2000=acc))
+        rows.append(
+            dict(
+                checkpoint=ck,
+                variant="dpsgd",
+                cos_clean=_cos(noisy, clean),
+                norm_ratio=float(np.linalg.norm(noisy) / np.linalg.norm(clean)),
+                train_acc_2000=acc,
+            )
+        )
         unravel = jax.flatten_util.ravel_pytree(state.params)[1]
         # the paper's form: 100 PGD steps of 1/L from the uniform point, lambda 0.75
         for _ in range(2):  # second call timed (the first compiles)
             t0 = time.perf_counter()
-            out, _ = D.convex_hull_projection(model.logits, state.params, x_alt, unravel(jnp.asarray(noisy)),
-                                              steps=100, step_size="auto", smoothing=LAMBDA, solver="jacobian")
+            out, _ = D.convex_hull_projection(
+                model.logits,
+                state.params,
+                x_alt,
+                unravel(jnp.asarray(noisy)),
+                steps=100,
+                step_size="auto",
+                smoothing=LAMBDA,
+                solver="jacobian",
+            )
             jax.block_until_ready(out)
             sec = time.perf_counter() - t0
         o = _flat(out)
-        rows.append(dict(checkpoint=ck, variant="paper_pgd100", cos_clean=_cos(o, clean),
-                         norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)), iterations=100, seconds=sec))
+        rows.append(
+            dict(
+                checkpoint=ck,
+                variant="paper_pgd100",
+                cos_clean=_cos(o, clean),
+                norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
+                iterations=100,
+                seconds=sec,
+            )
+        )
         for name, opts in variants(a.quick).items():
             for _ in range(2):
                 t0 = time.perf_counter()
-                res = converged_hull_projection(model.logits, state.params, x_alt, unravel(jnp.asarray(noisy)),
-                                                options=opts)
+                res = converged_hull_projection(
+                    model.logits, state.params, x_alt, unravel(jnp.asarray(noisy)), options=opts
+                )
                 jax.block_until_ready(res.projected)
                 sec = time.perf_counter() - t0
             o = _flat(res.projected)
-            rows.append(dict(checkpoint=ck, variant=name, cos_clean=_cos(o, clean),
-                             norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
-                             iterations=int(res.iterations), gap_relative=float(res.gap_relative),
-                             smoothing_bias_ratio=float(res.smoothing_bias_norm / max(np.linalg.norm(o), 1e-30)),
-                             solver=res.solver, seconds=sec))
+            rows.append(
+                dict(
+                    checkpoint=ck,
+                    variant=name,
+                    cos_clean=_cos(o, clean),
+                    norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
+                    iterations=int(res.iterations),
+                    gap_relative=float(res.gap_relative),
+                    smoothing_bias_ratio=float(res.smoothing_bias_norm / max(np.linalg.norm(o), 1e-30)),
+                    solver=res.solver,
+                    seconds=sec,
+                )
+            )
         print(f"checkpoint {ck}: done ({len(rows)} rows)", flush=True)
     # one DP-SGD step vs one LabelDP-Pro step (converged default), same batch, after compilation
-    den = D.alt_conv(steps=2000, step_size="auto", smoothing=LAMBDA, momentum="nesterov", vertices="clipped",
-                     clip_norm=CLIP, start="predicted", tol=1e-3)
+    den = D.alt_conv(
+        steps=2000,
+        step_size="auto",
+        smoothing=LAMBDA,
+        momentum="nesterov",
+        vertices="clipped",
+        clip_norm=CLIP,
+        start="predicted",
+        tol=1e-3,
+    )
     pro = make_dpsgd_step(optimizer=optax.sgd(LR), config=cfg, model=model, denoiser=den)
     timing = {}
     for name, st in (("dpsgd", step), ("labeldp_pro_converged", pro)):
@@ -213,28 +278,43 @@ def main(argv=None) -> int:
             secs.append(time.perf_counter() - t0)
         timing[name] = float(np.median(secs[1:]))
     timing["ratio_labeldp_pro_over_dpsgd"] = timing["labeldp_pro_converged"] / timing["dpsgd"]
-    machine = f"{jax.default_backend()} ({jax.devices()[0].device_kind}), loadavg {load0} -> " \
-              f"{Path('/proc/loadavg').read_text().split()[:3]}"
-    result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine,
-              "settings": dict(sigma=SIGMA, clip=CLIP, lr=LR, n1=N1, n2=N2, smoothing=LAMBDA, eps_add_remove=1.0),
-              "rows": rows, "step_seconds": timing}
+    machine = (
+        f"{jax.default_backend()} ({jax.devices()[0].device_kind}), loadavg {load0} -> "
+        f"{Path('/proc/loadavg').read_text().split()[:3]}"
+    )
+    result = {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine,
+        "settings": dict(sigma=SIGMA, clip=CLIP, lr=LR, n1=N1, n2=N2, smoothing=LAMBDA, eps_add_remove=1.0),
+        "rows": rows,
+        "step_seconds": timing,
+    }
     out = Path(a.out) if a.out else ROOT / f"benchmarks/results/converged_projection_{jax.default_backend()}"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".json.part")
     tmp.write_text(json.dumps(result, indent=2))
     tmp.replace(out.with_suffix(".json"))
-    md = [f"# Projection variants on DP-SGD checkpoints (MNIST, eps 1, n2 = {N2})", "",
-          f"- created: {result['created']}; machine: {machine}",
-          "- a diagnostic that reads labels (clean gradient); never part of a private run", "",
-          "| checkpoint | variant | cos(update, clean) | norm ratio | iterations | rel. gap | bias ratio | seconds |",
-          "|---|---|---|---|---|---|---|---|"]
+    md = [
+        f"# Projection variants on DP-SGD checkpoints (MNIST, eps 1, n2 = {N2})",
+        "",
+        f"- created: {result['created']}; machine: {machine}",
+        "- a diagnostic that reads labels (clean gradient); never part of a private run",
+        "",
+        "| checkpoint | variant | cos(update, clean) | norm ratio | iterations | rel. gap | bias ratio | seconds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        md.append(f"| {r['checkpoint']} | {r['variant']} | {r['cos_clean']:.3f} | {r['norm_ratio']:.3g} | "
-                  f"{r.get('iterations', '-')} | {r.get('gap_relative', float('nan')):.2g} | "
-                  f"{r.get('smoothing_bias_ratio', float('nan')):.2g} | {r.get('seconds', float('nan')):.2f} |")
-    md += ["", f"One step (median of 3 after warm-up): DP-SGD {timing['dpsgd']:.2f} s, LabelDP-Pro converged "
-               f"{timing['labeldp_pro_converged']:.2f} s, ratio {timing['ratio_labeldp_pro_over_dpsgd']:.1f} "
-               "(000 Table 11: 1.35 on a GPU)."]
+        md.append(
+            f"| {r['checkpoint']} | {r['variant']} | {r['cos_clean']:.3f} | {r['norm_ratio']:.3g} | "
+            f"{r.get('iterations', '-')} | {r.get('gap_relative', float('nan')):.2g} | "
+            f"{r.get('smoothing_bias_ratio', float('nan')):.2g} | {r.get('seconds', float('nan')):.2f} |"
+        )
+    md += [
+        "",
+        f"One step (median of 3 after warm-up): DP-SGD {timing['dpsgd']:.2f} s, LabelDP-Pro converged "
+        f"{timing['labeldp_pro_converged']:.2f} s, ratio {timing['ratio_labeldp_pro_over_dpsgd']:.1f} "
+        "(000 Table 11: 1.35 on a GPU).",
+    ]
     tmp = out.with_suffix(".md.part")
     tmp.write_text("\n".join(md) + "\n")
     tmp.replace(out.with_suffix(".md"))

@@ -70,9 +70,15 @@ def measure(shape, width: int, batch: int, reps: int) -> dict:
 
     t_step = _median_seconds(run_step, reps)
     t_aug = _median_seconds(run_aug, reps)
-    return {"input_shape": list(shape), "width": width, "batch": batch, "seconds_per_step": t_step,
-            "images_per_second": batch / t_step, "augmentation_seconds_two_views": t_aug,
-            "augmentation_share_of_step": t_aug / t_step}
+    return {
+        "input_shape": list(shape),
+        "width": width,
+        "batch": batch,
+        "seconds_per_step": t_step,
+        "images_per_second": batch / t_step,
+        "augmentation_seconds_two_views": t_aug,
+        "augmentation_share_of_step": t_aug / t_step,
+    }
 
 
 def main() -> int:
@@ -89,22 +95,36 @@ def main() -> int:
     rows = [measure(s, w, args.batch, args.reps) for s, w in CONFIGS if w in widths]
     load1 = os.getloadavg()
     dev = jax.devices()[0]
-    meta = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "backend": backend,
-            "device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "cpu_count": os.cpu_count(),
-            "machine": platform.processor() or platform.machine(), "loadavg_before": load0, "loadavg_after": load1,
-            "batch": args.batch, "reps": args.reps, "jax": jax.__version__}
+    meta = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "backend": backend,
+        "device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}",
+        "cpu_count": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "loadavg_before": load0,
+        "loadavg_after": load1,
+        "batch": args.batch,
+        "reps": args.reps,
+        "jax": jax.__version__,
+    }
     out = ROOT / "benchmarks" / "results" / f"simclr_{backend}"
     out.with_suffix(".json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    lines = [f"# SimCLR pre-training speed ({backend})", "",
-             f"Measured {meta['date']} on {meta['device']} ({meta['cpu_count']} CPUs), batch {args.batch}, medians of "
-             f"{args.reps} after warm-up; load average {load0[0]:.1f} before, {load1[0]:.1f} after (other jobs share "
-             "the machine when this is above the CPU count). `benchmarks/bench_simclr.py`.", "",
-             "| input | width | s / step | images / s | augmentation (2 views) s | augmentation share |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"# SimCLR pre-training speed ({backend})",
+        "",
+        f"Measured {meta['date']} on {meta['device']} ({meta['cpu_count']} CPUs), batch {args.batch}, medians of "
+        f"{args.reps} after warm-up; load average {load0[0]:.1f} before, {load1[0]:.1f} after (other jobs share "
+        "the machine when this is above the CPU count). `benchmarks/bench_simclr.py`.",
+        "",
+        "| input | width | s / step | images / s | augmentation (2 views) s | augmentation share |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {'x'.join(map(str, r['input_shape']))} | {r['width']} | {r['seconds_per_step']:.3f} | "
-                     f"{r['images_per_second']:.0f} | {r['augmentation_seconds_two_views']:.4f} | "
-                     f"{100 * r['augmentation_share_of_step']:.1f}% |")
+        lines.append(
+            f"| {'x'.join(map(str, r['input_shape']))} | {r['width']} | {r['seconds_per_step']:.3f} | "
+            f"{r['images_per_second']:.0f} | {r['augmentation_seconds_two_views']:.4f} | "
+            f"{100 * r['augmentation_share_of_step']:.1f}% |"
+        )
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -120,7 +120,7 @@ def main() -> None:
     # a Poisson-like batch: 1024 real rows padded to pad_to
     xpad, ypad = jnp.asarray(x_pool[:pad_to]), jnp.asarray(y_pool[:pad_to])
     mpad = np.r_[np.ones(BATCH, bool), np.zeros(pad_to - BATCH, bool)]
-    x_alt = jnp.asarray(x_pool[pad_to:pad_to + BATCH])
+    x_alt = jnp.asarray(x_pool[pad_to : pad_to + BATCH])
     results: dict = {"steps": {}, "projection_loop": {}, "convergence": {}}
     sync_jax = jax.block_until_ready
     key = jax.random.key(1)
@@ -187,8 +187,12 @@ def main() -> None:
     for name in fast:
         med = statistics.median(times[name])
         results["steps"][name] = {
-            "median_s": med, "min_s": min(times[name]), "max_s": max(times[name]), "reps": reps_fast,
-            "warmup_s_incl_compile": warm[name], "epoch_s": med * STEPS_PER_EPOCH,
+            "median_s": med,
+            "min_s": min(times[name]),
+            "max_s": max(times[name]),
+            "reps": reps_fast,
+            "warmup_s_incl_compile": warm[name],
+            "epoch_s": med * STEPS_PER_EPOCH,
         }
         log(f"{name}: {med:.3f}s/step")
     results["steps"]["jax_dpsgd_poisson_padded"]["pad_to"] = pad_to
@@ -208,8 +212,14 @@ def main() -> None:
         lambda: dp_alt(st, ba, key), warmup=0, reps=reps_alt, sync=sync_jax
     )
     results["steps"]["jax_labeldp_pro_altconv"].update(
-        {"pgd_steps": pgd_steps, "n2": BATCH, "loop": D.resolve_loop(alt.loop), "chunk": alt.chunk, "pad_to": pad_to,
-         "warmup_s_incl_compile": warm_alt}
+        {
+            "pgd_steps": pgd_steps,
+            "n2": BATCH,
+            "loop": D.resolve_loop(alt.loop),
+            "chunk": alt.chunk,
+            "pad_to": pad_to,
+            "warmup_s_incl_compile": warm_alt,
+        }
     )
     log(f"altconv {results['steps']['jax_labeldp_pro_altconv']['median_s']:.3f}s/step")
 
@@ -226,7 +236,9 @@ def main() -> None:
         "fista_step_1_over_L": dict(step_size=1.0 / (1.05 * lip), momentum="nesterov"),
     }.items():
         t0 = time.perf_counter()
-        res = D.simplex_least_squares(f, params, x_alt, g_noisy, steps=pgd_steps, loop="python", chunk=10, solver="matrix_free", **kw)
+        res = D.simplex_least_squares(
+            f, params, x_alt, g_noisy, steps=pgd_steps, loop="python", chunk=10, solver="matrix_free", **kw
+        )
         objs = np.asarray(res.objectives, np.float64)
         secs = time.perf_counter() - t0
         traces[name] = objs
@@ -249,22 +261,34 @@ def main() -> None:
         v["iters_to_target"] = int(hit[0]) + 1 if hit.size else None
     per_iter_10 = [v["seconds"] / pgd_steps for v in runs.values()]
     results["projection_loop"]["python_chunk10"] = {
-        "per_iter_s": statistics.median(per_iter_10), "iters_timed": pgd_steps * len(per_iter_10),
-        "first_call_s_incl_compile": warm_alt, "note": "median over the three convergence runs",
+        "per_iter_s": statistics.median(per_iter_10),
+        "iters_timed": pgd_steps * len(per_iter_10),
+        "first_call_s_incl_compile": warm_alt,
+        "note": "median over the three convergence runs",
     }
     log(f"python chunk 10: {results['projection_loop']['python_chunk10']['per_iter_s']:.4f}s/iter")
 
     # ---- projection loop: python chunk 20 and fori, per PGD iteration -------------------------
     n_it = 3 * chunk_alt
     t0 = time.perf_counter()
-    sync_jax(D.simplex_least_squares(f, params, x_alt, g_noisy, steps=chunk_alt, loop="python", chunk=chunk_alt, solver="matrix_free"))
+    sync_jax(
+        D.simplex_least_squares(
+            f, params, x_alt, g_noisy, steps=chunk_alt, loop="python", chunk=chunk_alt, solver="matrix_free"
+        )
+    )
     compile_s = time.perf_counter() - t0
     r = time_calls(
-        lambda: D.simplex_least_squares(f, params, x_alt, g_noisy, steps=n_it, loop="python", chunk=chunk_alt, solver="matrix_free"),
-        warmup=0, reps=1, sync=sync_jax,
+        lambda: D.simplex_least_squares(
+            f, params, x_alt, g_noisy, steps=n_it, loop="python", chunk=chunk_alt, solver="matrix_free"
+        ),
+        warmup=0,
+        reps=1,
+        sync=sync_jax,
     )
     results["projection_loop"][f"python_chunk{chunk_alt}"] = {
-        "per_iter_s": r["median_s"] / n_it, "iters_timed": n_it, "first_call_s_incl_compile": compile_s,
+        "per_iter_s": r["median_s"] / n_it,
+        "iters_timed": n_it,
+        "first_call_s_incl_compile": compile_s,
     }
     log(f"python chunk {chunk_alt}: {r['median_s'] / n_it:.4f}s/iter")
     t0 = time.perf_counter()
@@ -272,10 +296,14 @@ def main() -> None:
     compile_s = time.perf_counter() - t0
     r = time_calls(
         lambda: D.simplex_least_squares(f, params, x_alt, g_noisy, steps=fori_iters, loop="fori", solver="matrix_free"),
-        warmup=0, reps=1, sync=sync_jax,
+        warmup=0,
+        reps=1,
+        sync=sync_jax,
     )
     results["projection_loop"]["fori"] = {
-        "per_iter_s": r["median_s"] / fori_iters, "iters_timed": fori_iters, "first_call_s_incl_compile": compile_s,
+        "per_iter_s": r["median_s"] / fori_iters,
+        "iters_timed": fori_iters,
+        "first_call_s_incl_compile": compile_s,
     }
     log(f"fori: {r['median_s'] / fori_iters:.4f}s/iter")
     results["convergence"] = {
@@ -304,8 +332,14 @@ def main() -> None:
     }
     results["model"] = {"name": "mnist_cnn", "padding": "SAME", "params": num_params(params)}
     results["settings"] = {
-        "quick": quick, "batch": BATCH, "epoch_examples": N_TRAIN, "steps_per_epoch": STEPS_PER_EPOCH,
-        "reps_fast": reps_fast, "reps_altconv": reps_alt, "pgd_steps": pgd_steps, "fori_iters_timed": fori_iters,
+        "quick": quick,
+        "batch": BATCH,
+        "epoch_examples": N_TRAIN,
+        "steps_per_epoch": STEPS_PER_EPOCH,
+        "reps_fast": reps_fast,
+        "reps_altconv": reps_alt,
+        "pgd_steps": pgd_steps,
+        "fori_iters_timed": fori_iters,
         "inputs": "synthetic uniform [0,1) images, random labels",
     }
     results["total_seconds"] = time.perf_counter() - t_start
@@ -349,7 +383,9 @@ def render_md(r: dict) -> str:
         "jax_labeldp_pro_altconv": "JAX LabelDP-Pro AltConv ({steps} PGD steps, n2 = {n2}, loop {loop}/chunk {chunk}), Poisson padded",
     }
     for k, v in s.items():
-        lab = labels[k].format(pad=v.get("pad_to"), steps=v.get("pgd_steps"), n2=v.get("n2"), loop=v.get("loop"), chunk=v.get("chunk"))
+        lab = labels[k].format(
+            pad=v.get("pad_to"), steps=v.get("pgd_steps"), n2=v.get("n2"), loop=v.get("loop"), chunk=v.get("chunk")
+        )
         lines.append(
             f"| {lab} | {v['median_s']:.3f} | {v['min_s']:.3f} | {v['max_s']:.3f} | {v['epoch_s']:.1f} | {v['warmup_s_incl_compile']:.1f} |"
         )
@@ -372,7 +408,7 @@ def render_md(r: dict) -> str:
     lines += [
         "",
         f"fori / python-chunk-10 per iteration: {ra['fori_over_python_chunk10_per_iter']:.1f}x. "
-        "`loop=\"auto\"` picks `python` on the CPU backend and `fori` on GPU/TPU.",
+        '`loop="auto"` picks `python` on the CPU backend and `fori` on GPU/TPU.',
         "",
         "## PGD convergence on one instance",
         "",

@@ -64,10 +64,15 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=str(ROOT / "data/prepared/mnist-official-full.npz"))
     p.add_argument("--n2", default="32,64,128,256")
     p.add_argument("--steps", type=int, default=12, help="training steps per configuration (the first 2 compile)")
-    p.add_argument("--solvers", default="auto", help="comma-separated projection solvers (auto, jacobian, gram, matrix_free)")
-    p.add_argument("--formulations", default="auto",
-                   help="comma-separated clipping formulations (auto, vmap_grad, bookkeeping: labeldp.dpsgd.clipping); "
-                        "with several, every configuration runs with each, named <config>@<formulation>")
+    p.add_argument(
+        "--solvers", default="auto", help="comma-separated projection solvers (auto, jacobian, gram, matrix_free)"
+    )
+    p.add_argument(
+        "--formulations",
+        default="auto",
+        help="comma-separated clipping formulations (auto, vmap_grad, bookkeeping: labeldp.dpsgd.clipping); "
+        "with several, every configuration runs with each, named <config>@<formulation>",
+    )
     p.add_argument("--self", action="store_true", help="also time SelfConv (converged) and SelfSpan over the batch")
     p.add_argument("--out", default=None)
     a = p.parse_args(argv)
@@ -84,13 +89,37 @@ def main(argv=None) -> int:
     for n2 in sizes:
         for solver in a.solvers.split(","):
             name = f"labeldp_pro_n{n2}" + ("" if solver == "auto" else f"_{solver}")
-            configs[name] = (D.alt_conv(steps=500, step_size="auto", smoothing=1.0, solver=solver,
-                                        momentum="nesterov", vertices="clipped", clip_norm=CLIP,
-                                        coefficient_set="joint", start="predicted", tol=1e-3), n2)
+            configs[name] = (
+                D.alt_conv(
+                    steps=500,
+                    step_size="auto",
+                    smoothing=1.0,
+                    solver=solver,
+                    momentum="nesterov",
+                    vertices="clipped",
+                    clip_norm=CLIP,
+                    coefficient_set="joint",
+                    start="predicted",
+                    tol=1e-3,
+                ),
+                n2,
+            )
     if a.self:
-        configs["self_conv"] = (D.self_conv(steps=500, step_size="auto", smoothing=1.0, solver="auto",
-                                            momentum="nesterov", vertices="clipped", clip_norm=CLIP,
-                                            coefficient_set="joint", start="predicted", tol=1e-3), 0)
+        configs["self_conv"] = (
+            D.self_conv(
+                steps=500,
+                step_size="auto",
+                smoothing=1.0,
+                solver="auto",
+                momentum="nesterov",
+                vertices="clipped",
+                clip_norm=CLIP,
+                coefficient_set="joint",
+                start="predicted",
+                tol=1e-3,
+            ),
+            0,
+        )
         configs["self_span"] = (D.self_span(iters=100), 0)
     formulations = a.formulations.split(",")
     if len(formulations) > 1:
@@ -101,8 +130,11 @@ def main(argv=None) -> int:
     for name, (den, _, form) in configs.items():
         steps[name] = make_dpsgd_step(optimizer=optax.sgd(LR), config=cfg, model=model, denoiser=den, formulation=form)
         states[name] = steps[name].init(params0)
-    batches = list(poisson_batches(n, sampling_rate=N1 / n, rng=np.random.default_rng(0),
-                                   pad_to=cfg.padded_batch_size, num_batches=a.steps))
+    batches = list(
+        poisson_batches(
+            n, sampling_rate=N1 / n, rng=np.random.default_rng(0), pad_to=cfg.padded_batch_size, num_batches=a.steps
+        )
+    )
     alt_rng = np.random.default_rng(1)
     times = {k: [] for k in configs}
     iters = {k: [] for k in configs}
@@ -124,44 +156,69 @@ def main(argv=None) -> int:
     med = {k: float(np.median(v[2:])) for k, v in times.items()}
 
     def dpsgd_of(k):  # the DP-SGD configuration of the same formulation
-        return "dpsgd" + (k[k.index("@"):] if "@" in k else "")
+        return "dpsgd" + (k[k.index("@") :] if "@" in k else "")
 
-    rows = [dict(config=k, n2=configs[k][1] or None, formulation=steps[k].formulation, median_s_per_step=med[k],
-                 ratio_to_dpsgd=med[k] / med[dpsgd_of(k)],
-                 ratio_to_reference_dpsgd=med[k] / med["dpsgd@vmap_grad"] if "dpsgd@vmap_grad" in med else None,
-                 median_iterations=float(np.median(iters[k][2:])) if iters[k] else None)
-            for k in configs]
+    rows = [
+        dict(
+            config=k,
+            n2=configs[k][1] or None,
+            formulation=steps[k].formulation,
+            median_s_per_step=med[k],
+            ratio_to_dpsgd=med[k] / med[dpsgd_of(k)],
+            ratio_to_reference_dpsgd=med[k] / med["dpsgd@vmap_grad"] if "dpsgd@vmap_grad" in med else None,
+            median_iterations=float(np.median(iters[k][2:])) if iters[k] else None,
+        )
+        for k in configs
+    ]
     device = jax.devices()[0].platform
-    meta = dict(created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), device=device,
-                machine=f"{platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cpus",
-                jax=jax.__version__, loadavg_before=load0, loadavg_after=load1, timed_steps=a.steps - 2,
-                sigma=SIGMA, clip_norm=CLIP, learning_rate=LR, expected_batch_size=N1)
+    meta = dict(
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        device=device,
+        machine=f"{platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cpus",
+        jax=jax.__version__,
+        loadavg_before=load0,
+        loadavg_after=load1,
+        timed_steps=a.steps - 2,
+        sigma=SIGMA,
+        clip_norm=CLIP,
+        learning_rate=LR,
+        expected_batch_size=N1,
+    )
     out = Path(a.out) if a.out else ROOT / f"benchmarks/results/step_ratio_{device}"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(f"{out}.json", json.dumps(dict(meta=meta, rows=rows), indent=1))
-    lines = [f"# LabelDP-Pro / DP-SGD seconds per step against n2 (MNIST CNN, batch 1024, {device})", "",
-             f"- created {meta['created']}; {meta['machine']}; JAX {meta['jax']}; load average {load0} -> {load1} "
-             "(the machine may be shared: every configuration's steps are interleaved, so the ratios are side by side)",
-             f"- medians over {meta['timed_steps']} steps after 2 compiling ones, from the initial parameters; "
-             f"sigma {SIGMA} (eps 0.1 add/remove over 585 steps), C {CLIP}, lr {LR}",
-             "- LabelDP-Pro: AltConv, clipped vertices, joint simplex, predicted start, FISTA to a gap of 1e-3 C^2 "
-             "(cap 500), lambda 1; solver `auto` (jacobian here) unless the name says `_gram` (FISTA on G^T G, the "
-             "same iterates); goal: ratio <= 3 on this CPU (000 Table 11: 1.35 on a GPU)", "",
-             "- clipping formulation (`labeldp.dpsgd.clipping`): `vmap_grad` (per-example gradients by vmap) or "
-             "`bookkeeping` (tapped forward, per-layer norms, and the projection's per-class rows through the tape); "
-             "each ratio is to DP-SGD with the same formulation, the last column to DP-SGD with `vmap_grad`", "",
-             "| configuration | n2 | formulation | s/step | ratio to DP-SGD | ratio to vmap_grad DP-SGD | projection iterations |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# LabelDP-Pro / DP-SGD seconds per step against n2 (MNIST CNN, batch 1024, {device})",
+        "",
+        f"- created {meta['created']}; {meta['machine']}; JAX {meta['jax']}; load average {load0} -> {load1} "
+        "(the machine may be shared: every configuration's steps are interleaved, so the ratios are side by side)",
+        f"- medians over {meta['timed_steps']} steps after 2 compiling ones, from the initial parameters; "
+        f"sigma {SIGMA} (eps 0.1 add/remove over 585 steps), C {CLIP}, lr {LR}",
+        "- LabelDP-Pro: AltConv, clipped vertices, joint simplex, predicted start, FISTA to a gap of 1e-3 C^2 "
+        "(cap 500), lambda 1; solver `auto` (jacobian here) unless the name says `_gram` (FISTA on G^T G, the "
+        "same iterates); goal: ratio <= 3 on this CPU (000 Table 11: 1.35 on a GPU)",
+        "",
+        "- clipping formulation (`labeldp.dpsgd.clipping`): `vmap_grad` (per-example gradients by vmap) or "
+        "`bookkeeping` (tapped forward, per-layer norms, and the projection's per-class rows through the tape); "
+        "each ratio is to DP-SGD with the same formulation, the last column to DP-SGD with `vmap_grad`",
+        "",
+        "| configuration | n2 | formulation | s/step | ratio to DP-SGD | ratio to vmap_grad DP-SGD | projection iterations |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         it = "-" if r["median_iterations"] is None else f"{r['median_iterations']:.0f}"
         ref = "-" if r["ratio_to_reference_dpsgd"] is None else f"{r['ratio_to_reference_dpsgd']:.2f}"
-        lines.append(f"| {r['config']} | {r['n2'] or '-'} | {r['formulation']} | {r['median_s_per_step']:.3f} | "
-                     f"{r['ratio_to_dpsgd']:.2f} | {ref} | {it} |")
+        lines.append(
+            f"| {r['config']} | {r['n2'] or '-'} | {r['formulation']} | {r['median_s_per_step']:.3f} | "
+            f"{r['ratio_to_dpsgd']:.2f} | {ref} | {it} |"
+        )
     if a.self:
         lines.append("")
-        lines.append("self_conv / self_span: vertices are the batch's own n1 * K per-example per-class gradients "
-                     "(000 Table 3); n2 does not apply. SelfConv uses the converged projection above; SelfSpan "
-                     "the span solver (100 iterations).")
+        lines.append(
+            "self_conv / self_span: vertices are the batch's own n1 * K per-example per-class gradients "
+            "(000 Table 3); n2 does not apply. SelfConv uses the converged projection above; SelfSpan "
+            "the span solver (100 iterations)."
+        )
     write_text_atomic(f"{out}.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -86,33 +86,83 @@ def _pythonpath() -> str:
 
 
 def _env(cache: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": _pythonpath(), "JAX_COMPILATION_CACHE_DIR": str(cache),
-            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    return {
+        **os.environ,
+        "PYTHONPATH": _pythonpath(),
+        "JAX_COMPILATION_CACHE_DIR": str(cache),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
 
 
 def _prepare(raw: Path, out: Path, subset: int) -> None:
     if out.exists():
         return
     out.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "labeldp.data.prepare", "mnist", "--raw-dir", str(raw), "--out", str(out),
-                    "--subset", str(subset)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": _pythonpath()})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labeldp.data.prepare",
+            "mnist",
+            "--raw-dir",
+            str(raw),
+            "--out",
+            str(out),
+            "--subset",
+            str(subset),
+        ],
+        check=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": _pythonpath()},
+    )
 
 
 def _single(runs, cache: Path) -> float:
     t0 = time.perf_counter()
     for r in runs:
-        subprocess.run([sys.executable, "-m", "labeldp.runner", "--spec", json.dumps(r.spec.to_dict()),
-                        "--data", r.prepared_path, "--out", r.record_path], check=True, cwd=REPO, env=_env(cache),
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "labeldp.runner",
+                "--spec",
+                json.dumps(r.spec.to_dict()),
+                "--data",
+                r.prepared_path,
+                "--out",
+                r.record_path,
+            ],
+            check=True,
+            cwd=REPO,
+            env=_env(cache),
+            stdout=subprocess.DEVNULL,
+        )
     return time.perf_counter() - t0
 
 
 def _sweep(cfg, runs, cache: Path, vmap_runs: int = 1) -> float:
     (job,) = sweeps.plan_sweeps(cfg, runs).values()
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "labeldp.sweep_runner", "--sweep", json.dumps(job.to_dict()),
-                    "--data", job.prepared_path, "--marker", job.marker_path, "--vmap-runs", str(vmap_runs)],
-                   check=True, cwd=REPO, env=_env(cache), stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "labeldp.sweep_runner",
+            "--sweep",
+            json.dumps(job.to_dict()),
+            "--data",
+            job.prepared_path,
+            "--marker",
+            job.marker_path,
+            "--vmap-runs",
+            str(vmap_runs),
+        ],
+        check=True,
+        cwd=REPO,
+        env=_env(cache),
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t0
 
 
@@ -127,15 +177,21 @@ def vmap_ratio(runs: int, *, reps: int = 5) -> dict:
     from labeldp.models import build_model
 
     model = build_model("mnist_cnn", input_shape=(28, 28, 1))
-    step = make_dpsgd_step(model=model, optimizer=optax.sgd(0.1),
-                           config=DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=1024))
+    step = make_dpsgd_step(
+        model=model,
+        optimizer=optax.sgd(0.1),
+        config=DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=1024),
+    )
     rng = np.random.default_rng(0)
     pad = step.pad_to
 
     def batch(r=None):
         shape = (pad,) if r is None else (r, pad)
-        return Batch(x=jnp.asarray(rng.random((*shape, 28, 28, 1), np.float32)),
-                     y=jnp.asarray(rng.integers(0, 10, shape), jnp.int32), mask=jnp.ones(shape, jnp.float32))
+        return Batch(
+            x=jnp.asarray(rng.random((*shape, 28, 28, 1), np.float32)),
+            y=jnp.asarray(rng.integers(0, 10, shape), jnp.int32),
+            mask=jnp.ones(shape, jnp.float32),
+        )
 
     states = [step.init(model.init(jax.random.key(i))) for i in range(runs)]
     stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
@@ -153,8 +209,13 @@ def vmap_ratio(runs: int, *, reps: int = 5) -> dict:
         jax.block_until_ready(vstep(stacked, many, keys))
         vmapped.append((time.perf_counter() - t0) / runs)
     med = sorted(single)[reps // 2], sorted(vmapped)[reps // 2]
-    return {"runs": runs, "single_seconds_per_run_step": med[0], "vmapped_seconds_per_run_step": med[1],
-            "vmap_speedup": med[0] / med[1], "formulation": step.formulation}
+    return {
+        "runs": runs,
+        "single_seconds_per_run_step": med[0],
+        "vmapped_seconds_per_run_step": med[1],
+        "vmap_speedup": med[0] / med[1],
+        "formulation": step.formulation,
+    }
 
 
 def _compare_records(single, other) -> dict:
@@ -168,8 +229,12 @@ def _compare_records(single, other) -> dict:
         for k, v in ra["metrics"].items():
             if isinstance(v, float) and isinstance(rb["metrics"].get(k), float) and not math.isnan(v):
                 worst = max(worst, abs(v - rb["metrics"][k]) / max(abs(v), 1e-12))
-    return {"compared_runs": min(len(single), len(other)), "privacy_identical": same_privacy,
-            "metrics_identical": same_metrics, "max_relative_metric_difference": worst}
+    return {
+        "compared_runs": min(len(single), len(other)),
+        "privacy_identical": same_privacy,
+        "metrics_identical": same_metrics,
+        "max_relative_metric_difference": worst,
+    }
 
 
 def main() -> None:
@@ -184,8 +249,12 @@ def main() -> None:
     p.add_argument("--vmap", type=int, default=4, help="runs per vmapped program in the step measurement (0: skip)")
     p.add_argument("--single-runs", type=int, default=0, help="one job per run on the first N runs only (0: all)")
     p.add_argument("--sweep-runs", type=int, default=0, help="the sequential sweep on the first N runs only (0: all)")
-    p.add_argument("--vmap-runs", type=int, default=0,
-                   help="also one sweep job with up to R runs per vmapped program, on all runs (0/1: skip)")
+    p.add_argument(
+        "--vmap-runs",
+        type=int,
+        default=0,
+        help="also one sweep job with up to R runs per vmapped program, on all runs (0/1: skip)",
+    )
     a = p.parse_args()
     import jax
 
@@ -210,8 +279,12 @@ def main() -> None:
                 else:
                     seconds = _sweep(cfg, runs, cache, vmap_runs=a.vmap_runs if mode == "vmapped" else 1)
                 recs[mode] = runs
-                row[mode] = {"runs": len(runs), "seconds": seconds, "runs_per_hour": len(runs) * 3600 / seconds,
-                             "configs": len({json.dumps(r.spec.hparams, sort_keys=True) for r in runs})}
+                row[mode] = {
+                    "runs": len(runs),
+                    "seconds": seconds,
+                    "runs_per_hour": len(runs) * 3600 / seconds,
+                    "configs": len({json.dumps(r.spec.hparams, sort_keys=True) for r in runs}),
+                }
                 print(f"{method} {mode}: {len(runs)} runs in {seconds:.1f} s", flush=True)
             for mode in modes:
                 if mode != "single":
@@ -219,38 +292,74 @@ def main() -> None:
                     row[mode]["records_vs_single"] = _compare_records(recs["single"], recs[mode])
             rows.append(row)
     vm = vmap_ratio(a.vmap) if a.vmap > 1 else None
-    meta = {"date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), "device": device,
-            "cpu": cpu_model(), "cores": os.cpu_count(), "accelerator": jax.devices()[0].device_kind, "load_average": os.getloadavg(),
-            "dataset": f"MNIST, first {a.subset} training examples", "epsilon": EPSILON, "epochs": a.epochs,
-            "seeds": a.seeds, "grid": "000 Table 8 (table5a of workflow/config/config.yaml), first grid points"}
+    meta = {
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "device": device,
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "accelerator": jax.devices()[0].device_kind,
+        "load_average": os.getloadavg(),
+        "dataset": f"MNIST, first {a.subset} training examples",
+        "epsilon": EPSILON,
+        "epochs": a.epochs,
+        "seeds": a.seeds,
+        "grid": "000 Table 8 (table5a of workflow/config/config.yaml), first grid points",
+    }
     stem = Path(a.out) if a.out else REPO / f"benchmarks/results/sweep_{device}"
     write_text_atomic(stem.with_suffix(".json"), json.dumps({"meta": meta, "rows": rows, "vmap": vm}, indent=1) + "\n")
-    lines = [f"# Runs per hour: one job per run vs one sweep job ({meta['date']})", "",
-             (f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device} ({meta['accelerator']}); load average at the end "
-             f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}."),
-             (f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
-             f"{meta['grid']}; every mode with an empty persistent JAX compilation cache at the start."), "",
-             f"Runs per job mode: one job per run on {f'the first {a.single_runs}' if a.single_runs else 'all'} runs, "
-             f"one sweep job (runs one after another) on {f'the first {a.sweep_runs}' if a.sweep_runs else 'all'}"
-             + (f", one sweep job with up to {a.vmap_runs} runs per vmapped program on all of them." if a.vmap_runs > 1
-                else "."), "",
-             "| method | mode | runs | seconds | runs/hour | vs one job per run | records vs one job per run |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Runs per hour: one job per run vs one sweep job ({meta['date']})",
+        "",
+        (
+            f"Machine: {meta['cpu']}, {meta['cores']} cores, device {device} ({meta['accelerator']}); load average at the end "
+            f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}."
+        ),
+        (
+            f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
+            f"{meta['grid']}; every mode with an empty persistent JAX compilation cache at the start."
+        ),
+        "",
+        f"Runs per job mode: one job per run on {f'the first {a.single_runs}' if a.single_runs else 'all'} runs, "
+        f"one sweep job (runs one after another) on {f'the first {a.sweep_runs}' if a.sweep_runs else 'all'}"
+        + (
+            f", one sweep job with up to {a.vmap_runs} runs per vmapped program on all of them."
+            if a.vmap_runs > 1
+            else "."
+        ),
+        "",
+        "| method | mode | runs | seconds | runs/hour | vs one job per run | records vs one job per run |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         for mode in modes:
             m = r[mode]
             cmp = m.get("records_vs_single")
-            same = "" if cmp is None else (
-                f"{cmp['compared_runs']} runs: privacy {'identical' if cmp['privacy_identical'] else 'DIFFERENT'}, "
-                + ("metrics identical" if cmp["metrics_identical"]
-                   else f"metrics within {cmp['max_relative_metric_difference']:.1e} relative"))
+            same = (
+                ""
+                if cmp is None
+                else (
+                    f"{cmp['compared_runs']} runs: privacy {'identical' if cmp['privacy_identical'] else 'DIFFERENT'}, "
+                    + (
+                        "metrics identical"
+                        if cmp["metrics_identical"]
+                        else f"metrics within {cmp['max_relative_metric_difference']:.1e} relative"
+                    )
+                )
+            )
             speed = "" if mode == "single" else f"{m['speedup_vs_single']:.2f}x"
-            lines.append(f"| {r['method']} | {mode} | {m['runs']} | {m['seconds']:.1f} | {m['runs_per_hour']:.0f} | "
-                         f"{speed} | {same} |")
+            lines.append(
+                f"| {r['method']} | {mode} | {m['runs']} | {m['seconds']:.1f} | {m['runs_per_hour']:.0f} | "
+                f"{speed} | {same} |"
+            )
     if vm:
-        lines += ["", (f"Batching runs into one vmapped program (MNIST CNN DP-SGD step, batch 1024, {vm['formulation']}): "
-                  f"{vm['runs']} runs vmapped take {vm['vmapped_seconds_per_run_step']:.3f} s per run-step against "
-                  f"{vm['single_seconds_per_run_step']:.3f} s for the single-run step ({vm['vmap_speedup']:.2f}x).")]
+        lines += [
+            "",
+            (
+                f"Batching runs into one vmapped program (MNIST CNN DP-SGD step, batch 1024, {vm['formulation']}): "
+                f"{vm['runs']} runs vmapped take {vm['vmapped_seconds_per_run_step']:.3f} s per run-step against "
+                f"{vm['single_seconds_per_run_step']:.3f} s for the single-run step ({vm['vmap_speedup']:.2f}x)."
+            ),
+        ]
     write_text_atomic(stem.with_suffix(".md"), "\n".join(lines) + "\n")
     print("\n".join(lines))
 

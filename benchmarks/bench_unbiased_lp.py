@@ -95,11 +95,12 @@ PRIORS = {"census": census_prior, "criteo": criteo_prior}
 def plan(quick: bool):
     """(dataset, eps, meshes, solvers) groups, in run order."""
     if quick:
-        return [("census", 1.0, [52, 104, 208], ("new", "old")),
-                ("criteo", 1.0, [401], ("new",))]
-    return [("census", 1.0, [52, 104, 208, 416, 832, 1664], ("new", "old")),
-            ("criteo", 1.0, [401, 802, 1604], ("new", "old")),
-            ("criteo", 4.0, [401, 802, 1604], ("new", "old"))]
+        return [("census", 1.0, [52, 104, 208], ("new", "old")), ("criteo", 1.0, [401], ("new",))]
+    return [
+        ("census", 1.0, [52, 104, 208, 416, 832, 1664], ("new", "old")),
+        ("criteo", 1.0, [401, 802, 1604], ("new", "old")),
+        ("criteo", 4.0, [401, 802, 1604], ("new", "old")),
+    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -149,14 +150,26 @@ def worker(spec: dict) -> dict:
     matrix, t_polish, mem_polish = _stage(lambda: LP._polish(raw, z, o, eps))
     r = DiscreteRandomizer(support=sup, outputs=outs, matrix=matrix, probs=p, epsilon=eps, name="optimal unbiased")
     ratio = r.epsilon_dp_ratio()
-    out = dict(spec, status="ok", k=int(sup.size), solve_s=t_solve, polish_s=t_polish,
-               total_s=t_solve + t_polish, mem_solve_mib=mem_solve, mem_polish_mib=mem_polish,
-               lp_sizes=sizes if solver == "new" else [mesh],
-               loss=r.noisy_label_loss(), unbiased=r.is_unbiased(), max_abs_bias=float(np.max(np.abs(r.bias()))),
-               eps_ratio=ratio, dp_ok=bool(math.exp(ratio) <= math.exp(eps) * (1 + 1e-9)),
-               row_sum_err=float(np.max(np.abs(r.matrix.sum(axis=1) - 1.0))),
-               used_outputs=int(np.sum(r.matrix.max(axis=0) > 0)),
-               scipy=scipy.__version__, numpy=np.__version__)
+    out = dict(
+        spec,
+        status="ok",
+        k=int(sup.size),
+        solve_s=t_solve,
+        polish_s=t_polish,
+        total_s=t_solve + t_polish,
+        mem_solve_mib=mem_solve,
+        mem_polish_mib=mem_polish,
+        lp_sizes=sizes if solver == "new" else [mesh],
+        loss=r.noisy_label_loss(),
+        unbiased=r.is_unbiased(),
+        max_abs_bias=float(np.max(np.abs(r.bias()))),
+        eps_ratio=ratio,
+        dp_ok=bool(math.exp(ratio) <= math.exp(eps) * (1 + 1e-9)),
+        row_sum_err=float(np.max(np.abs(r.matrix.sum(axis=1) - 1.0))),
+        used_outputs=int(np.sum(r.matrix.max(axis=0) > 0)),
+        scipy=scipy.__version__,
+        numpy=np.__version__,
+    )
     if solver == "new":
         t0 = time.perf_counter()
         pub = R.optimal_unbiased_randomizer(sup, p, epsilon=eps, num_outputs=mesh)
@@ -175,13 +188,23 @@ def run_one(spec: dict, timeout: float) -> dict:
     load0 = loadavg()
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True,
-                              text=True, timeout=timeout, cwd=str(ROOT))
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=str(ROOT),
+        )
     except subprocess.TimeoutExpired:
         return dict(spec, status="timeout", wall_s=time.perf_counter() - t0, load_before=load0, load_after=loadavg())
     if proc.returncode != 0:
-        return dict(spec, status="error", error=proc.stderr.strip().splitlines()[-1:] or ["?"],
-                    load_before=load0, load_after=loadavg())
+        return dict(
+            spec,
+            status="error",
+            error=proc.stderr.strip().splitlines()[-1:] or ["?"],
+            load_before=load0,
+            load_after=loadavg(),
+        )
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     res.update(wall_s=time.perf_counter() - t0, load_before=load0, load_after=loadavg())
     return res
@@ -207,33 +230,37 @@ def _time_cell(r):
 
 
 def render(rows, *, quick: bool, command: str, meta: dict) -> str:
-    lines = [f"# 003 Algorithm 1: optimal unbiased randomizer LP, time and memory against the mesh (cpu{', quick' if quick else ''})",
-             "",
-             f"- date: {meta['date']}; machine: {meta['cpu']}, {meta['cores']} cores, no GPU; Python {meta['python']}, "
-             f"numpy {meta['numpy']}, scipy {meta['scipy']}, HiGHS {meta['highs']} (scipy's); load average (1/5/15 min) "
-             f"{meta['load_start']} at the start, {meta['load_end']} at the end (the machine is shared: wall times "
-             "include other jobs' contention).",
-             f"- command: `{command}`",
-             "- `new` = `_solve_unbiased_lp` (column generation over the grid, restricted LPs in the m + d form, "
-             "exact pricing of every output); `old` = `_solve_unbiased_lp_full` (the solver before: one two-sided LP "
-             "on the whole grid). Both: HiGHS via `scipy.optimize.linprog(method=\"highs\")`, feasibility "
-             "tolerances 1e-10; then the same `_polish`.",
-             "- priors (synthetic, see the script's docstring): Census, labels 1..52: 0.60 at 52, 0.10 over "
-             "{12, 26, 40, 48, 50}, 0.30 over 1..51 proportional to y. Criteo, labels 0..400: (1 + y/20)^-2 "
-             "below 400 (mass 0.98), 0.02 at 400.",
-             "- memory: peak RSS above the RSS before the stage (VmHWM reset via /proc/self/clear_refs; includes "
-             "HiGHS' C++ memory), MiB, each LP in a fresh process.",
-             "- checks: `is_unbiased()` (|E[M(y)] - y| <= 1e-9 max(1, max|y|)) and exp(`epsilon_dp_ratio()`) <= "
-             "e^eps (1 + 1e-9); `DP ratio - eps` is `epsilon_dp_ratio() - eps` (<= 0 up to rounding).",
-             "",
-             "| labels | eps | mesh | solver | LP solve (s) | polish (s) | total (s) | peak RSS delta solve / polish (MiB) "
-             "| restricted LP sizes | outputs used | noisy label loss | unbiased | DP ratio - eps | checks |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# 003 Algorithm 1: optimal unbiased randomizer LP, time and memory against the mesh (cpu{', quick' if quick else ''})",
+        "",
+        f"- date: {meta['date']}; machine: {meta['cpu']}, {meta['cores']} cores, no GPU; Python {meta['python']}, "
+        f"numpy {meta['numpy']}, scipy {meta['scipy']}, HiGHS {meta['highs']} (scipy's); load average (1/5/15 min) "
+        f"{meta['load_start']} at the start, {meta['load_end']} at the end (the machine is shared: wall times "
+        "include other jobs' contention).",
+        f"- command: `{command}`",
+        "- `new` = `_solve_unbiased_lp` (column generation over the grid, restricted LPs in the m + d form, "
+        "exact pricing of every output); `old` = `_solve_unbiased_lp_full` (the solver before: one two-sided LP "
+        'on the whole grid). Both: HiGHS via `scipy.optimize.linprog(method="highs")`, feasibility '
+        "tolerances 1e-10; then the same `_polish`.",
+        "- priors (synthetic, see the script's docstring): Census, labels 1..52: 0.60 at 52, 0.10 over "
+        "{12, 26, 40, 48, 50}, 0.30 over 1..51 proportional to y. Criteo, labels 0..400: (1 + y/20)^-2 "
+        "below 400 (mass 0.98), 0.02 at 400.",
+        "- memory: peak RSS above the RSS before the stage (VmHWM reset via /proc/self/clear_refs; includes "
+        "HiGHS' C++ memory), MiB, each LP in a fresh process.",
+        "- checks: `is_unbiased()` (|E[M(y)] - y| <= 1e-9 max(1, max|y|)) and exp(`epsilon_dp_ratio()`) <= "
+        "e^eps (1 + 1e-9); `DP ratio - eps` is `epsilon_dp_ratio() - eps` (<= 0 up to rounding).",
+        "",
+        "| labels | eps | mesh | solver | LP solve (s) | polish (s) | total (s) | peak RSS delta solve / polish (MiB) "
+        "| restricted LP sizes | outputs used | noisy label loss | unbiased | DP ratio - eps | checks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r["status"] != "ok":
             why = r.get("why", r["status"])
-            lines.append(f"| {r['k_label']} | {r['eps']:g} | {r['mesh']} | {r['solver']} | - | - | {_time_cell(r)} | - | - "
-                         f"| - | - | - | - | {why} |")
+            lines.append(
+                f"| {r['k_label']} | {r['eps']:g} | {r['mesh']} | {r['solver']} | - | - | {_time_cell(r)} | - | - "
+                f"| - | - | - | - | {why} |"
+            )
             continue
         sizes = r["lp_sizes"]
         size_txt = " > ".join(str(s) for s in sizes) if r["solver"] == "new" else f"{sizes[0]} (whole grid)"
@@ -242,11 +269,16 @@ def render(rows, *, quick: bool, command: str, meta: dict) -> str:
             f"| {r['k_label']} | {r['eps']:g} | {r['mesh']} | {r['solver']} | {_f(r['solve_s'])} | {_f(r['polish_s'], '{:.3f}')} "
             f"| {_f(r['total_s'])} | {_f(r['mem_solve_mib'], '{:.0f}')} / {_f(r['mem_polish_mib'], '{:.1f}')} | {size_txt} "
             f"| {r['used_outputs']} | {r['loss']:.6g} | {'yes' if r['unbiased'] else 'NO'} | {r['eps_ratio'] - r['eps']:.1e} "
-            f"| {'ok' if ok else 'FAILED'} |")
+            f"| {'ok' if ok else 'FAILED'} |"
+        )
     # side by side
-    lines += ["", "Old against new (same run, same process setup): total = LP solve + polish.", "",
-              "| labels | eps | mesh | old total (s) | new total (s) | old / new | loss old | loss new | relative difference |",
-              "|---|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Old against new (same run, same process setup): total = LP solve + polish.",
+        "",
+        "| labels | eps | mesh | old total (s) | new total (s) | old / new | loss old | loss new | relative difference |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     by = {(r["dataset"], r["eps"], r["mesh"], r["solver"]): r for r in rows}
     for (ds, eps, mesh, solver), new in by.items():
         if solver != "new":
@@ -261,9 +293,12 @@ def render(rows, *, quick: bool, command: str, meta: dict) -> str:
             diff = f"{abs(old['loss'] - new['loss']) / old['loss']:.1e}"
         elif new["status"] == "ok" and old["status"] == "timeout":
             ratio = f"> {old['timeout'] / new['total_s']:.0f}x"
-        lines.append(f"| {new['k_label']} | {eps:g} | {mesh} | {_time_cell(old)} | {_time_cell(new)} | {ratio} | {loss_old} "
-                     f"| {new['loss']:.10g} | {diff} |" if new["status"] == "ok" else
-                     f"| {new['k_label']} | {eps:g} | {mesh} | {_time_cell(old)} | {_time_cell(new)} | - | - | - | - |")
+        lines.append(
+            f"| {new['k_label']} | {eps:g} | {mesh} | {_time_cell(old)} | {_time_cell(new)} | {ratio} | {loss_old} "
+            f"| {new['loss']:.10g} | {diff} |"
+            if new["status"] == "ok"
+            else f"| {new['k_label']} | {eps:g} | {mesh} | {_time_cell(old)} | {_time_cell(new)} | - | - | - | - |"
+        )
     # the goal and the paper
     lines += [""]
     census = by.get(("census", 1.0, 1664, "new"))
@@ -276,13 +311,17 @@ def render(rows, *, quick: bool, command: str, meta: dict) -> str:
             if c is not None and c["status"] == "ok":
                 parts.append(f"Criteo 401 labels mesh 401 eps {c['eps']:g}: {c['total_s']:.2f} s")
         met = all(x["status"] == "ok" and x["total_s"] < GOAL_S for x in [census, *crit] if x is not None)
-        lines.append(f"Goal (each under {GOAL_S:.0f} s, new solver, LP solve + polish): {'; '.join(parts)}: "
-                     f"{'met' if met else 'NOT met'}.")
+        lines.append(
+            f"Goal (each under {GOAL_S:.0f} s, new solver, LP solve + polish): {'; '.join(parts)}: "
+            f"{'met' if met else 'NOT met'}."
+        )
     lines.append("")
-    lines.append("003 Table G.3 (Census, eps 1, the authors' machine and the real labels): "
-                 + ", ".join(f"mesh {m}: {s:g} s" for m, s in PAPER_G3.items())
-                 + "; its noisy label losses (1288.21 / 1275.22 / 1274.71) are on the real label distribution, "
-                   "not comparable to the synthetic prior here.")
+    lines.append(
+        "003 Table G.3 (Census, eps 1, the authors' machine and the real labels): "
+        + ", ".join(f"mesh {m}: {s:g} s" for m, s in PAPER_G3.items())
+        + "; its noisy label losses (1288.21 / 1275.22 / 1274.71) are on the real label distribution, "
+        "not comparable to the synthetic prior here."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -291,14 +330,19 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small meshes only (under a minute)")
     ap.add_argument("--old-timeout", type=float, default=600.0, help="seconds per LP for the old solver")
     ap.add_argument("--new-timeout", type=float, default=600.0, help="seconds per LP for the new solver")
-    ap.add_argument("--out", default=None, help="markdown path (default: benchmarks/results/unbiased_lp_cpu.md; "
-                                                "--quick writes only when given)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="markdown path (default: benchmarks/results/unbiased_lp_cpu.md; --quick writes only when given)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker is not None:
         print(json.dumps(worker(json.loads(a.worker))))
         return 0
-    command = " ".join([".venv/bin/python", "benchmarks/bench_unbiased_lp.py", *(argv if argv is not None else sys.argv[1:])])
+    command = " ".join(
+        [".venv/bin/python", "benchmarks/bench_unbiased_lp.py", *(argv if argv is not None else sys.argv[1:])]
+    )
     load_start = loadavg()
     rows = []
     for ds, eps, meshes, solvers in plan(a.quick):
@@ -319,13 +363,23 @@ def main(argv=None) -> int:
                     elif r["status"] == "ok" and r["total_s"] > timeout / 3:
                         slow_old = (mesh, f"{r['total_s']:.0f} s > {timeout / 3:.0f} s")
                 rows.append(r)
-                print(f"{ds} eps {eps:g} mesh {mesh} {solver}: {r['status']} "
-                      f"{_time_cell(r)} s, load {r.get('load_before')} -> {r.get('load_after')}", flush=True)
+                print(
+                    f"{ds} eps {eps:g} mesh {mesh} {solver}: {r['status']} "
+                    f"{_time_cell(r)} s, load {r.get('load_before')} -> {r.get('load_after')}",
+                    flush=True,
+                )
     ok = [r for r in rows if r["status"] == "ok"]
-    meta = dict(date=_dt.date.today().isoformat(), cpu=cpu_model(), cores=os.cpu_count(),
-                python=platform.python_version(), numpy=np.__version__,
-                scipy=ok[0]["scipy"] if ok else "?", highs=ok[0]["highs"] if ok else "?",
-                load_start=load_start, load_end=loadavg())
+    meta = dict(
+        date=_dt.date.today().isoformat(),
+        cpu=cpu_model(),
+        cores=os.cpu_count(),
+        python=platform.python_version(),
+        numpy=np.__version__,
+        scipy=ok[0]["scipy"] if ok else "?",
+        highs=ok[0]["highs"] if ok else "?",
+        load_start=load_start,
+        load_end=loadavg(),
+    )
     text = render(rows, quick=a.quick, command=command, meta=meta)
     print(text)
     out = a.out or (None if a.quick else str(ROOT / "benchmarks" / "results" / "unbiased_lp_cpu.md"))

@@ -117,13 +117,28 @@ def _user_denoiser(a: dict):
     from labeldp.ads.pipeline import _user_denoiser as build
     from labeldp.methods.base import RunSpec
 
-    hp = {"learning_rate": a["learning_rate"], "epochs": 1, "batch_size": a["batch"], "clip_norm": a["clip"],
-          "proj_step_size": a["proj_step_size"], "proj_steps": a["proj_steps"], "smoothing": a["smoothing"]}
+    hp = {
+        "learning_rate": a["learning_rate"],
+        "epochs": 1,
+        "batch_size": a["batch"],
+        "clip_norm": a["clip"],
+        "proj_step_size": a["proj_step_size"],
+        "proj_steps": a["proj_steps"],
+        "smoothing": a["smoothing"],
+    }
     options = {"denoiser": "alt_conv", "amplification": True, "examples_per_user": a["k"]}  # config.yaml's k5
     if a["alt_users"] != a["batch"]:  # the pipeline's n2 defaults to the batch size
         options["alt_batch_size"] = a["alt_users"]
-    spec = RunSpec(dataset="criteo_attribution", method="labeldp_pro", variant=f"k{a['k']}", epsilon=1.0, delta=1e-5,
-                   seed=a["seed"], hparams=hp, options=options)
+    spec = RunSpec(
+        dataset="criteo_attribution",
+        method="labeldp_pro",
+        variant=f"k{a['k']}",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=a["seed"],
+        hparams=hp,
+        options=options,
+    )
     return build(spec, a["k"])
 
 
@@ -140,17 +155,30 @@ def worker(a: dict) -> dict:
     x_num, x_cat, y = synthetic_users(users, k, seed=a["seed"])
     data_s = time.perf_counter() - t_data
     cfg = model_for("criteo_attribution")
-    model = AdsMLP(hidden=cfg.hidden, vocab_sizes=VOCAB_SIZES, embed_dims=embedding_dims(VOCAB_SIZES, rule=cfg.embedding),
-                   output_bias=0.0)
+    model = AdsMLP(
+        hidden=cfg.hidden,
+        vocab_sizes=VOCAB_SIZES,
+        embed_dims=embedding_dims(VOCAB_SIZES, rule=cfg.embedding),
+        output_bias=0.0,
+    )
     denoiser, n2 = (None, 0) if method == "dpsgd" else _user_denoiser(a)
     n2 = min(n2, users)
     # --- as labeldp.ads.train.train_user_level builds its step -------------------------------
-    dp_config = DPSGDConfig(clip_norm=a["clip"], noise_multiplier=a["noise_multiplier"], expected_batch_size=n1,
-                            sampling="poisson", unit="user")
+    dp_config = DPSGDConfig(
+        clip_norm=a["clip"],
+        noise_multiplier=a["noise_multiplier"],
+        expected_batch_size=n1,
+        sampling="poisson",
+        unit="user",
+    )
     logits = two_class_logits(model)
-    step = make_dpsgd_step(optimizer=optax.rmsprop(a["learning_rate"]), config=dp_config, logits_fn=logits,
-                           projection_logits_fn=None if denoiser is None else logits,
-                           denoiser=denoiser)
+    step = make_dpsgd_step(
+        optimizer=optax.rmsprop(a["learning_rate"]),
+        config=dp_config,
+        logits_fn=logits,
+        projection_logits_fn=None if denoiser is None else logits,
+        denoiser=denoiser,
+    )
     params = init_params(model, x_num[:, 0], x_cat[:, 0], seed=a["seed"])
     state = step.init(params)
     d = int(sum(p.size for p in jax.tree_util.tree_leaves(params)))
@@ -163,9 +191,15 @@ def worker(a: dict) -> dict:
     rss_before = _status_kib("VmRSS")
     reset = _reset_peak()
     rows = []
-    for i, (idx, mask) in enumerate(poisson_batches(users, sampling_rate=n1 / users,
-                                                   rng=np.random.default_rng([a["seed"], 1]), pad_to=step.pad_to,
-                                                   num_batches=total)):
+    for i, (idx, mask) in enumerate(
+        poisson_batches(
+            users,
+            sampling_rate=n1 / users,
+            rng=np.random.default_rng([a["seed"], 1]),
+            pad_to=step.pad_to,
+            num_batches=total,
+        )
+    ):
         if i == a["warmup"]:
             cpu0, wall0 = _cpu_seconds(), time.perf_counter()
         t0 = time.perf_counter()
@@ -179,50 +213,82 @@ def worker(a: dict) -> dict:
         state, info = step(state, batch, jax.random.fold_in(key, i))
         jax.block_until_ready(state)
         t2 = time.perf_counter()
-        row = {"step": i, "timed": i >= a["warmup"], "seconds": t2 - t0, "host_batch_s": t1 - t0,
-               "users": int(mask.sum()), "padded": int(mask.size), "loss": float(info.loss),
-               "clipped_fraction": float(info.clipped_fraction)}
+        row = {
+            "step": i,
+            "timed": i >= a["warmup"],
+            "seconds": t2 - t0,
+            "host_batch_s": t1 - t0,
+            "users": int(mask.sum()),
+            "padded": int(mask.size),
+            "loss": float(info.loss),
+            "clipped_fraction": float(info.clipped_fraction),
+        }
         for name in ("projection_iterations", "projection_gap_relative"):
             if name in info.denoise:
                 row[name] = float(info.denoise[name])
         rows.append(row)
-        print(f"  {method} step {i}{'' if row['timed'] else ' (warm-up)'}: {row['seconds']:.3f} s"
-              + (f", {row['projection_iterations']:.0f} projection iterations" if "projection_iterations" in row else ""),
-              file=sys.stderr, flush=True)
+        print(
+            f"  {method} step {i}{'' if row['timed'] else ' (warm-up)'}: {row['seconds']:.3f} s"
+            + (f", {row['projection_iterations']:.0f} projection iterations" if "projection_iterations" in row else ""),
+            file=sys.stderr,
+            flush=True,
+        )
     timed_cpu, timed_wall = _cpu_seconds() - cpu0, time.perf_counter() - wall0
     timed = [r["seconds"] for r in rows if r["timed"]]
     med = statistics.median(timed)
     out = {
-        "method": method, "label": LABELS[method], "params": d, "pad_to": step.pad_to, "alt_batch_users": n2,
-        "alt_batch_rows": n2 * k, "denoiser": None if denoiser is None else denoiser.name,
-        "projection_solver": solver, "host_loop": None if denoiser is None else bool(denoiser.host_loop(params)),
-        "steps_per_epoch": steps_per_epoch, "median_step_s": med, "mean_step_s": statistics.fmean(timed),
-        "min_step_s": min(timed), "max_step_s": max(timed),
+        "method": method,
+        "label": LABELS[method],
+        "params": d,
+        "pad_to": step.pad_to,
+        "alt_batch_users": n2,
+        "alt_batch_rows": n2 * k,
+        "denoiser": None if denoiser is None else denoiser.name,
+        "projection_solver": solver,
+        "host_loop": None if denoiser is None else bool(denoiser.host_loop(params)),
+        "steps_per_epoch": steps_per_epoch,
+        "median_step_s": med,
+        "mean_step_s": statistics.fmean(timed),
+        "min_step_s": min(timed),
+        "max_step_s": max(timed),
         "median_host_batch_s": statistics.median(r["host_batch_s"] for r in rows if r["timed"]),
         "warmup_s_incl_compile": sum(r["seconds"] for r in rows if not r["timed"]),
         "epoch_s_extrapolated": med * steps_per_epoch,
-        "timed_steps": len(timed), "timed_wall_s": timed_wall, "timed_cpu_s": timed_cpu,
+        "timed_steps": len(timed),
+        "timed_wall_s": timed_wall,
+        "timed_cpu_s": timed_cpu,
         "cpu_per_wall": timed_cpu / timed_wall if timed_wall > 0 else None,
-        "data_s": data_s, "rss_before_steps_mib": rss_before / MIB,
+        "data_s": data_s,
+        "rss_before_steps_mib": rss_before / MIB,
         "peak_rss_during_steps_mib": _status_kib("VmHWM") / MIB if reset else None,
         "peak_rss_process_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / MIB,  # KiB on Linux
-        "process_cpu_s": _cpu_seconds(), "rows": rows,
-        "jax": jax.__version__, "jax_backend": jax.default_backend(),
+        "process_cpu_s": _cpu_seconds(),
+        "rows": rows,
+        "jax": jax.__version__,
+        "jax_backend": jax.default_backend(),
         "devices": [f"{dev.platform}:{dev.device_kind}" for dev in jax.devices()],
     }
     if denoiser is not None:
         out["breakdown"] = _breakdown(step, denoiser, state, batch, jax.random.fold_in(key, total), solver)
         its = [r["projection_iterations"] for r in rows if r["timed"] and "projection_iterations" in r]
         gaps = [r["projection_gap_relative"] for r in rows if r["timed"] and "projection_gap_relative" in r]
-        out.update(projection_iterations_median=statistics.median(its) if its else None,
-                   projection_iterations_min=min(its) if its else None,
-                   projection_iterations_max=max(its) if its else None,
-                   projection_gap_relative_median=statistics.median(gaps) if gaps else None,
-                   projection_options={"proj_steps (cap)": a["proj_steps"], "proj_step_size": a["proj_step_size"],
-                                       "smoothing": a["smoothing"], "vertices": denoiser.inner.vertices,
-                                       "coefficient_set": denoiser.inner.coefficient_set,
-                                       "start": denoiser.inner.start, "tol": denoiser.inner.tol,
-                                       "momentum": denoiser.inner.momentum, "solver option": denoiser.inner.solver})
+        out.update(
+            projection_iterations_median=statistics.median(its) if its else None,
+            projection_iterations_min=min(its) if its else None,
+            projection_iterations_max=max(its) if its else None,
+            projection_gap_relative_median=statistics.median(gaps) if gaps else None,
+            projection_options={
+                "proj_steps (cap)": a["proj_steps"],
+                "proj_step_size": a["proj_step_size"],
+                "smoothing": a["smoothing"],
+                "vertices": denoiser.inner.vertices,
+                "coefficient_set": denoiser.inner.coefficient_set,
+                "start": denoiser.inner.start,
+                "tol": denoiser.inner.tol,
+                "momentum": denoiser.inner.momentum,
+                "solver option": denoiser.inner.solver,
+            },
+        )
     return out
 
 
@@ -243,8 +309,17 @@ def _breakdown(step, denoiser, state, batch, rng, solver) -> dict:
         return res, time.perf_counter() - t0
 
     (noisy, _), t_noisy = timed(lambda: step.noisy_gradient(state.params, batch, rng))
-    _, t_den = timed(lambda: denoiser(noisy, logits_fn=step._proj_fn, params=state.params, x=None, mask=None,
-                                      x_alt=batch.x_alt, alt_mask=batch.alt_mask))
+    _, t_den = timed(
+        lambda: denoiser(
+            noisy,
+            logits_fn=step._proj_fn,
+            params=state.params,
+            x=None,
+            mask=None,
+            x_alt=batch.x_alt,
+            alt_mask=batch.alt_mask,
+        )
+    )
     out = {"noisy_gradient_s": t_noisy, "denoiser_s": t_den, "calls": 1, "solver": solver}
     if solver == "matrix_free":
         _, t_norms = timed(lambda: column_norms(step._proj_fn, state.params, batch.x_alt, mask=batch.alt_mask))
@@ -255,8 +330,13 @@ def _breakdown(step, denoiser, state, batch, rng, solver) -> dict:
 def run_worker(args: dict) -> dict:
     load0 = loadavg()
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(args)], stdout=subprocess.PIPE,
-                          stderr=None, text=True, cwd=str(ROOT))  # the worker's progress goes to our stderr
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(args)],
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        cwd=str(ROOT),
+    )  # the worker's progress goes to our stderr
     if proc.returncode != 0:
         raise RuntimeError(f"the {args['method']} worker failed (exit {proc.returncode}); its stderr is above")
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -282,8 +362,12 @@ def main(argv=None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of " + ",".join(METHODS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="output directory")
-    ap.add_argument("--rerender", default=None, metavar="JSON",
-                    help="only rewrite the .md next to a results JSON of this script (nothing is run)")
+    ap.add_argument(
+        "--rerender",
+        default=None,
+        metavar="JSON",
+        help="only rewrite the .md next to a results JSON of this script (nothing is run)",
+    )
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker is not None:
@@ -305,37 +389,79 @@ def main(argv=None) -> int:
 
     from labeldp.records import git_revision
 
-    command = " ".join([".venv/bin/python", "benchmarks/bench_user_level.py",
-                        *(argv if argv is not None else sys.argv[1:])])
-    settings = {"users": a.users, "k": a.k, "steps": a.steps, "warmup": a.warmup, "batch": a.batch,
-                "alt_users": a.alt_users, "proj_steps": a.proj_steps, "proj_step_size": "auto", "smoothing": 0.75,
-                "clip": 1.0, "noise_multiplier": 1.0, "learning_rate": 1e-3, "seed": a.seed,
-                "vocab_sizes": list(VOCAB_SIZES)}
+    command = " ".join(
+        [".venv/bin/python", "benchmarks/bench_user_level.py", *(argv if argv is not None else sys.argv[1:])]
+    )
+    settings = {
+        "users": a.users,
+        "k": a.k,
+        "steps": a.steps,
+        "warmup": a.warmup,
+        "batch": a.batch,
+        "alt_users": a.alt_users,
+        "proj_steps": a.proj_steps,
+        "proj_step_size": "auto",
+        "smoothing": 0.75,
+        "clip": 1.0,
+        "noise_multiplier": 1.0,
+        "learning_rate": 1e-3,
+        "seed": a.seed,
+        "vocab_sizes": list(VOCAB_SIZES),
+    }
     load_start = loadavg()
     git = git_revision()
     t0 = time.perf_counter()
     results = []
     for method in methods:
-        print(f"{method}: {a.users:,} users x {a.k}, {a.warmup} warm-up + {a.steps} timed steps", file=sys.stderr,
-              flush=True)
+        print(
+            f"{method}: {a.users:,} users x {a.k}, {a.warmup} warm-up + {a.steps} timed steps",
+            file=sys.stderr,
+            flush=True,
+        )
         res = run_worker(dict(settings, method=method, proj_step_size="auto"))
         results.append(res)
-        print(f"{method}: median {res['median_step_s']:.3f} s/step, {res['epoch_s_extrapolated']:.1f} s/epoch "
-              f"(extrapolated), peak RSS {res['peak_rss_process_mib']:.0f} MiB, load {res['load_before']} -> "
-              f"{res['load_after']}", file=sys.stderr, flush=True)
+        print(
+            f"{method}: median {res['median_step_s']:.3f} s/step, {res['epoch_s_extrapolated']:.1f} s/epoch "
+            f"(extrapolated), peak RSS {res['peak_rss_process_mib']:.0f} MiB, load {res['load_before']} -> "
+            f"{res['load_after']}",
+            file=sys.stderr,
+            flush=True,
+        )
     mem = re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
-    machine = {"cpu_model": cpu_model(), "cores": os.cpu_count(), "mem_total_gib": int(mem.group(1)) / 2**20 if mem else math.nan,
-               "jax": jax.__version__, "jax_backend": results[0]["jax_backend"], "devices": results[0]["devices"],
-               "flax": flax.__version__, "optax": optax.__version__, "numpy": np.__version__,
-               "python": platform.python_version(), "platform": platform.platform(), "git": git,
-               "date": _dt.datetime.now().isoformat(timespec="seconds"), "loadavg_start": load_start,
-               "loadavg_end": loadavg(), "shared_cpu": True}
+    machine = {
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "mem_total_gib": int(mem.group(1)) / 2**20 if mem else math.nan,
+        "jax": jax.__version__,
+        "jax_backend": results[0]["jax_backend"],
+        "devices": results[0]["devices"],
+        "flax": flax.__version__,
+        "optax": optax.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "git": git,
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "loadavg_start": load_start,
+        "loadavg_end": loadavg(),
+        "shared_cpu": True,
+    }
     r = {x["method"]: x for x in results}
     ratio = (r["labeldp_pro"]["median_step_s"] / r["dpsgd"]["median_step_s"]) if len(r) == 2 else None
-    payload = {"benchmark": "bench_user_level", "command": command, "machine": machine, "settings": settings,
-               "paper": {"source": "000 Table 11 (Appendix D.4), Criteo Attribution, k = 5, one NVIDIA A100",
-                         "epoch_s": PAPER, "labeldp_pro_over_dpsgd": PAPER_RATIO},
-               "labeldp_pro_over_dpsgd": ratio, "results": results, "total_seconds": time.perf_counter() - t0}
+    payload = {
+        "benchmark": "bench_user_level",
+        "command": command,
+        "machine": machine,
+        "settings": settings,
+        "paper": {
+            "source": "000 Table 11 (Appendix D.4), Criteo Attribution, k = 5, one NVIDIA A100",
+            "epoch_s": PAPER,
+            "labeldp_pro_over_dpsgd": PAPER_RATIO,
+        },
+        "labeldp_pro_over_dpsgd": ratio,
+        "results": results,
+        "total_seconds": time.perf_counter() - t0,
+    }
     text = render(payload)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

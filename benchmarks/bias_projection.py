@@ -68,10 +68,14 @@ def bias_stats(updates: np.ndarray, clean: np.ndarray) -> dict[str, float]:
     gn = float(np.linalg.norm(clean))
     mean = updates.mean(axis=0)
     spread = float(np.sqrt(np.mean(np.sum((updates - mean) ** 2, axis=1)))) / gn
-    return dict(bias=float(np.linalg.norm(mean - clean)) / gn, cos_mean_update=_cos(mean, clean),
-                norm_mean_update=float(np.linalg.norm(mean)) / gn, spread=spread,
-                cos_per_draw=float(np.mean([_cos(u, clean) for u in updates])),
-                bias_floor=spread / np.sqrt(len(updates)))
+    return dict(
+        bias=float(np.linalg.norm(mean - clean)) / gn,
+        cos_mean_update=_cos(mean, clean),
+        norm_mean_update=float(np.linalg.norm(mean)) / gn,
+        spread=spread,
+        cos_per_draw=float(np.mean([_cos(u, clean) for u in updates])),
+        bias_floor=spread / np.sqrt(len(updates)),
+    )
 
 
 def main(argv=None) -> int:
@@ -93,8 +97,17 @@ def main(argv=None) -> int:
     if a.draws < 4:
         p.error("--draws must be >= 4 (a mean over draws is the point)")
     checkpoints = sorted(int(s) for s in a.steps.split(","))
-    run = dpsgd_checkpoint_setup(dataset=a.dataset, eps=a.eps, seed=a.seed, clip=CLIP, lr=LR, n1=N1, steps=STEPS,
-                                 delta=DELTA, num_batches=max(checkpoints) + len(checkpoints))
+    run = dpsgd_checkpoint_setup(
+        dataset=a.dataset,
+        eps=a.eps,
+        seed=a.seed,
+        clip=CLIP,
+        lr=LR,
+        n1=N1,
+        steps=STEPS,
+        delta=DELTA,
+        num_batches=max(checkpoints) + len(checkpoints),
+    )
     model, step, state, key, batches = run["model"], run["step"], run["state"], run["key"], run["batches"]
     xd, yd, y, n, sigma = run["xd"], run["yd"], run["y"], run["n"], run["sigma"]
     rows, t_start = [], time.perf_counter()
@@ -116,25 +129,59 @@ def main(argv=None) -> int:
             updates["DP-SGD (no projection)"].append(noisy)
             alt = xd[sample_alt_batch(n, size=32, rng=np.random.default_rng([a.seed, ck, d, 2]))]
             for name, m in METHODS.items():
-                opts = HullOptions(vertices=m["vertices"], clip_norm=CLIP, coefficient_set=m["coefficient_set"],
-                                   start=m["start"], tol=m["tol"], max_steps=m["max_steps"], smoothing=m["smoothing"])
-                res = converged_hull_projection(model.logits, state.params, alt[:m["n2"]],
-                                                unravel(jnp.asarray(noisy)), options=opts)
+                opts = HullOptions(
+                    vertices=m["vertices"],
+                    clip_norm=CLIP,
+                    coefficient_set=m["coefficient_set"],
+                    start=m["start"],
+                    tol=m["tol"],
+                    max_steps=m["max_steps"],
+                    smoothing=m["smoothing"],
+                )
+                res = converged_hull_projection(
+                    model.logits, state.params, alt[: m["n2"]], unravel(jnp.asarray(noisy)), options=opts
+                )
                 updates[name].append(_flat(res.projected))
                 iters[name].append(int(res.iterations))
         for name, us in updates.items():
-            rows.append(dict(checkpoint=ck, train_acc_2000=acc, method=name, draws=a.draws,
-                             iterations_median=float(np.median(iters[name])) if name in iters else None,
-                             **bias_stats(np.stack(us), clean)))
+            rows.append(
+                dict(
+                    checkpoint=ck,
+                    train_acc_2000=acc,
+                    method=name,
+                    draws=a.draws,
+                    iterations_median=float(np.median(iters[name])) if name in iters else None,
+                    **bias_stats(np.stack(us), clean),
+                )
+            )
         print(f"checkpoint {ck}: done ({time.perf_counter() - t_start:.0f} s)", flush=True)
-    machine = (f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {os.cpu_count()} cores), "
-               f"loadavg {load0} -> {Path('/proc/loadavg').read_text().split()[:3]}")
-    result = {"created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine,
-              "settings": dict(dataset=a.dataset, eps_add_remove=a.eps, sigma=sigma, clip=CLIP, lr=LR, n1=N1,
-                               checkpoints=checkpoints, draws=a.draws, seed=a.seed, methods=METHODS),
-              "rows": rows, "seconds_total": time.perf_counter() - t_start}
-    out = Path(a.out) if a.out else ROOT / (f"benchmarks/results/projection_bias_{a.dataset}_eps{a.eps:g}_"
-                                             f"{jax.default_backend()}")
+    machine = (
+        f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {os.cpu_count()} cores), "
+        f"loadavg {load0} -> {Path('/proc/loadavg').read_text().split()[:3]}"
+    )
+    result = {
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine,
+        "settings": dict(
+            dataset=a.dataset,
+            eps_add_remove=a.eps,
+            sigma=sigma,
+            clip=CLIP,
+            lr=LR,
+            n1=N1,
+            checkpoints=checkpoints,
+            draws=a.draws,
+            seed=a.seed,
+            methods=METHODS,
+        ),
+        "rows": rows,
+        "seconds_total": time.perf_counter() - t_start,
+    }
+    out = (
+        Path(a.out)
+        if a.out
+        else ROOT / (f"benchmarks/results/projection_bias_{a.dataset}_eps{a.eps:g}_{jax.default_backend()}")
+    )
     write_text_atomic(Path(f"{out}.json"), json.dumps(result, indent=2))
     write_text_atomic(Path(f"{out}.md"), "\n".join(_markdown(result)) + "\n")
     print("\n".join(_markdown(result)))
@@ -143,22 +190,27 @@ def main(argv=None) -> int:
 
 def _markdown(result: dict) -> list[str]:
     s = result["settings"]
-    md = [f"# Bias and spread of the update: {s['dataset']}, eps {s['eps_add_remove']:g} (sigma {s['sigma']:.4g})", "",
-          f"- created: {result['created']}; machine: {result['machine']}; {result['seconds_total']:.0f} s",
-          "- a diagnostic that reads labels (the clean gradient g); never part of a private run",
-          f"- checkpoints of plain DP-SGD (lr {s['lr']}, C {s['clip']}, batch {s['n1']}); at each, one fixed batch and "
-          f"{s['draws']} (noise, alternative batch) draws; every method projects the same noisy gradients",
-          "- bias = ||E[u] - g|| / ||g|| (accumulates over steps); spread = sqrt(E||u - E[u]||^2) / ||g|| (averages "
-          "out); floor = spread / sqrt(draws), the sampling error of the measured bias (a bias below it is not resolved)",
-          "",
-          "| checkpoint (train acc.) | method | bias | floor | cos(E[u], g) | norm E[u] / norm g | spread | "
-          "cos(u, g) per draw | iterations |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    md = [
+        f"# Bias and spread of the update: {s['dataset']}, eps {s['eps_add_remove']:g} (sigma {s['sigma']:.4g})",
+        "",
+        f"- created: {result['created']}; machine: {result['machine']}; {result['seconds_total']:.0f} s",
+        "- a diagnostic that reads labels (the clean gradient g); never part of a private run",
+        f"- checkpoints of plain DP-SGD (lr {s['lr']}, C {s['clip']}, batch {s['n1']}); at each, one fixed batch and "
+        f"{s['draws']} (noise, alternative batch) draws; every method projects the same noisy gradients",
+        "- bias = ||E[u] - g|| / ||g|| (accumulates over steps); spread = sqrt(E||u - E[u]||^2) / ||g|| (averages "
+        "out); floor = spread / sqrt(draws), the sampling error of the measured bias (a bias below it is not resolved)",
+        "",
+        "| checkpoint (train acc.) | method | bias | floor | cos(E[u], g) | norm E[u] / norm g | spread | "
+        "cos(u, g) per draw | iterations |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["rows"]:
         it = "-" if r["iterations_median"] is None else f"{r['iterations_median']:.0f}"
-        md.append(f"| {r['checkpoint']} ({r['train_acc_2000']:.0f}%) | {r['method']} | {r['bias']:.3f} | "
-                  f"{r['bias_floor']:.3f} | {r['cos_mean_update']:.3f} | {r['norm_mean_update']:.3f} | "
-                  f"{r['spread']:.3f} | {r['cos_per_draw']:.3f} | {it} |")
+        md.append(
+            f"| {r['checkpoint']} ({r['train_acc_2000']:.0f}%) | {r['method']} | {r['bias']:.3f} | "
+            f"{r['bias_floor']:.3f} | {r['cos_mean_update']:.3f} | {r['norm_mean_update']:.3f} | "
+            f"{r['spread']:.3f} | {r['cos_per_draw']:.3f} | {it} |"
+        )
     return md
 
 

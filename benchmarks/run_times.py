@@ -29,20 +29,40 @@ def summarize(results_dir: Path) -> list[dict]:
     for p in records.record_paths(results_dir):
         r = records.read_record(p)
         opts = (r.get("config") or {}).get("run_spec", {}).get("options") or {}
-        key = (records.machine_description(r["environment"]), r["dataset"]["name"], r["method"], r["variant"],
-               json.dumps({k: v for k, v in r["hparams"].items() if k not in ("learning_rate", "clip_norm", "smoothing")},
-                          sort_keys=True), json.dumps(opts, sort_keys=True))
+        key = (
+            records.machine_description(r["environment"]),
+            r["dataset"]["name"],
+            r["method"],
+            r["variant"],
+            json.dumps(
+                {k: v for k, v in r["hparams"].items() if k not in ("learning_rate", "clip_norm", "smoothing")},
+                sort_keys=True,
+            ),
+            json.dumps(opts, sort_keys=True),
+        )
         groups[key].append(r["timings"])
     rows = []
     for (machine, ds, method, variant, hp, opts), ts in sorted(groups.items()):
         tot = [t["total_seconds"] for t in ts if "total_seconds" in t]
         spe = [t["seconds_per_epoch"] for t in ts if "seconds_per_epoch" in t]
-        rows.append({"machine": machine, "dataset": ds, "method": method, "variant": variant, "cost_hparams": hp,
-                     "options": opts, "runs": len(ts), "total_s_median": statistics.median(tot),
-                     "total_s_min": min(tot), "total_s_max": max(tot),
-                     "s_per_epoch_median": statistics.median(spe) if spe else None,
-                     "peak_rss_mib_max": max((t["process_peak_rss_mib"] for t in ts if t.get("process_peak_rss_mib")),
-                                             default=None)})
+        rows.append(
+            {
+                "machine": machine,
+                "dataset": ds,
+                "method": method,
+                "variant": variant,
+                "cost_hparams": hp,
+                "options": opts,
+                "runs": len(ts),
+                "total_s_median": statistics.median(tot),
+                "total_s_min": min(tot),
+                "total_s_max": max(tot),
+                "s_per_epoch_median": statistics.median(spe) if spe else None,
+                "peak_rss_mib_max": max(
+                    (t["process_peak_rss_mib"] for t in ts if t.get("process_peak_rss_mib")), default=None
+                ),
+            }
+        )
     return rows
 
 
@@ -55,20 +75,26 @@ def main(argv=None) -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     records.write_json_atomic(out.with_suffix(".json"), {"results_dir": str(a.results_dir), "rows": rows})
-    lines = [f"# Run times from the records in `{a.results_dir}`", "",
-             "Wall-clock seconds per run (training + evaluation + accounting, one process per run, "
-             "JAX compilation included), grouped by machine, dataset, method and the settings that drive "
-             "the cost. Several runs shared the machine at once (see the report's logs), so these are "
-             "throughput figures, not isolated timings. Peak RSS is the process's peak resident memory "
-             "(records from before 2026-11-22 18:40 UTC did not store it: '-').", "",
-             "| machine | dataset | method | variant | cost settings | options | runs | median s | min s | max s | median s/epoch | peak RSS MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Run times from the records in `{a.results_dir}`",
+        "",
+        "Wall-clock seconds per run (training + evaluation + accounting, one process per run, "
+        "JAX compilation included), grouped by machine, dataset, method and the settings that drive "
+        "the cost. Several runs shared the machine at once (see the report's logs), so these are "
+        "throughput figures, not isolated timings. Peak RSS is the process's peak resident memory "
+        "(records from before 2026-11-22 18:40 UTC did not store it: '-').",
+        "",
+        "| machine | dataset | method | variant | cost settings | options | runs | median s | min s | max s | median s/epoch | peak RSS MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         spe = "-" if r["s_per_epoch_median"] is None else f"{r['s_per_epoch_median']:.2f}"
         rss = "-" if r["peak_rss_mib_max"] is None else f"{r['peak_rss_mib_max']:.0f}"
-        lines.append(f"| {r['machine']} | {r['dataset']} | {r['method']} | {r['variant']} | `{r['cost_hparams']}` | "
-                     f"`{r['options']}` | {r['runs']} | {r['total_s_median']:.1f} | {r['total_s_min']:.1f} | "
-                     f"{r['total_s_max']:.1f} | {spe} | {rss} |")
+        lines.append(
+            f"| {r['machine']} | {r['dataset']} | {r['method']} | {r['variant']} | `{r['cost_hparams']}` | "
+            f"`{r['options']}` | {r['runs']} | {r['total_s_median']:.1f} | {r['total_s_min']:.1f} | "
+            f"{r['total_s_max']:.1f} | {spe} | {rss} |"
+        )
     tmp = out.with_suffix(".md.part")
     tmp.write_text("\n".join(lines) + "\n")
     tmp.replace(out.with_suffix(".md"))

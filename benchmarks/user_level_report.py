@@ -47,7 +47,8 @@ def render(p: dict) -> str:
             f"tolerance {po['tol']:g} with at most {po['proj_steps (cap)']} iterations, step size {po['proj_step_size']}, "
             f"smoothing {po['smoothing']:g}; solver option `{po['solver option']}` resolved to "
             f"**{pro['projection_solver']}** (`denoiser.projection_solver(...)`), host-driven loop: "
-            f"{'yes' if pro['host_loop'] else 'no'}.")
+            f"{'yes' if pro['host_loop'] else 'no'}."
+        )
     lines += [
         f"- timing: each method in a fresh process, one after the other; {s['warmup']} warm-up step(s) (compilation "
         f"included) excluded, then {s['steps']} timed steps, each = the loop body of `train_user_level` (Poisson "
@@ -67,7 +68,8 @@ def render(p: dict) -> str:
             f"{x['median_host_batch_s']:.3f} | {x['epoch_s_extrapolated']:.1f} | {x['warmup_s_incl_compile']:.1f} | "
             f"{x['timed_cpu_s'] / x['timed_steps']:.3f} | {_f(x['cpu_per_wall'])} | "
             f"{x.get('load_before')} -> {x.get('load_after')} | {x['peak_rss_process_mib']:.0f} | "
-            f"{_f(x['peak_rss_during_steps_mib'], '{:.0f}')} | {x['rss_before_steps_mib']:.0f} |")
+            f"{_f(x['peak_rss_during_steps_mib'], '{:.0f}')} | {x['rss_before_steps_mib']:.0f} |"
+        )
     if dp is not None and pro is not None:
         ratio = pro["median_step_s"] / dp["median_step_s"]
         lines += [
@@ -98,23 +100,31 @@ def render(p: dict) -> str:
         ]
         b = pro.get("breakdown")
         if b:
-            text = ("Where a LabelDP-Pro step's time goes (one call each, on the last timed batch, after compilation): "
-                    f"noisy clipped per-user gradient {b['noisy_gradient_s']:.2f} s; denoiser {b['denoiser_s']:.2f} s")
+            text = (
+                "Where a LabelDP-Pro step's time goes (one call each, on the last timed batch, after compilation): "
+                f"noisy clipped per-user gradient {b['noisy_gradient_s']:.2f} s; denoiser {b['denoiser_s']:.2f} s"
+            )
             if "column_norms_s" in b:
-                text += (f", of which the exact per-(row, class) gradient norms of the {pro['alt_batch_rows']} "
-                         f"alternative rows (`hull_converged.column_norms`, which uses the ads model's own "
-                         f"`two_class_logits(...).column_norms`: the per-example norm trick, ||a_i||^2 ||d_i||^2 per Dense layer plus the input row's "
-                         f"gradient, from one batched forward and backward pass; no per-row gradient over the {pro['params']:,} parameters) {b['column_norms_s']:.2f} s "
-                         f"(timed separately, {100 * b['column_norms_s'] / b['denoiser_s']:.0f}% of the denoiser call) and "
-                         f"the projection proper (power iterations for 1/L, FISTA, output) the remaining "
-                         f"{b['projection_rest_s']:.2f} s.")
+                text += (
+                    f", of which the exact per-(row, class) gradient norms of the {pro['alt_batch_rows']} "
+                    f"alternative rows (`hull_converged.column_norms`, which uses the ads model's own "
+                    f"`two_class_logits(...).column_norms`: the per-example norm trick, ||a_i||^2 ||d_i||^2 per Dense layer plus the input row's "
+                    f"gradient, from one batched forward and backward pass; no per-row gradient over the {pro['params']:,} parameters) {b['column_norms_s']:.2f} s "
+                    f"(timed separately, {100 * b['column_norms_s'] / b['denoiser_s']:.0f}% of the denoiser call) and "
+                    f"the projection proper (power iterations for 1/L, FISTA, output) the remaining "
+                    f"{b['projection_rest_s']:.2f} s."
+                )
             else:
-                text += f" (solver {b['solver']}: it builds G^T, {pro['alt_batch_rows'] * 2} x {pro['params']:,}, first)."
+                text += (
+                    f" (solver {b['solver']}: it builds G^T, {pro['alt_batch_rows'] * 2} x {pro['params']:,}, first)."
+                )
             lines += ["", text]
     lines += ["", "Per-step seconds (timed steps, in order):", ""]
     for x in p["results"]:
-        cells = ", ".join(f"{r['seconds']:.2f}" + (f" [{r['projection_iterations']:.0f} it]"
-                                                   if "projection_iterations" in r else "")
-                          for r in x["rows"] if r["timed"])
+        cells = ", ".join(
+            f"{r['seconds']:.2f}" + (f" [{r['projection_iterations']:.0f} it]" if "projection_iterations" in r else "")
+            for r in x["rows"]
+            if r["timed"]
+        )
         lines.append(f"- {x['method']}: {cells}")
     return "\n".join(lines) + "\n"

@@ -25,10 +25,12 @@ def randomizers():
     return {
         "RR-on-Bins (optimal, Ghazi et al. 2023)": R.rr_on_bins(SUPPORT, PRIOR, epsilon=EPSILON),
         "debiased RR (003 Def. 23)": R.debiased_rr(SUPPORT, epsilon=EPSILON, probs=PRIOR),
-        "optimal unbiased, grid n = 5 (003 Alg. 1-2)":
-            R.optimal_unbiased_randomizer(SUPPORT, PRIOR, epsilon=EPSILON, num_outputs=5).compact(),
-        "optimal unbiased, grid n = 161 (003 Alg. 1-2)":
-            R.optimal_unbiased_randomizer(SUPPORT, PRIOR, epsilon=EPSILON, num_outputs=161).compact(),
+        "optimal unbiased, grid n = 5 (003 Alg. 1-2)": R.optimal_unbiased_randomizer(
+            SUPPORT, PRIOR, epsilon=EPSILON, num_outputs=5
+        ).compact(),
+        "optimal unbiased, grid n = 161 (003 Alg. 1-2)": R.optimal_unbiased_randomizer(
+            SUPPORT, PRIOR, epsilon=EPSILON, num_outputs=161
+        ).compact(),
         "discrete Laplace, clipped (003 Def. 17)": R.laplace_transition_matrix(SUPPORT, **kw),
         "discrete staircase, clipped (003 Def. 19)": R.staircase_transition_matrix(SUPPORT, **kw),
     }
@@ -43,8 +45,10 @@ def markdown_table(r) -> str:
 
 def summary(r) -> str:
     bias = np.max(np.abs(r.bias()))
-    return (f"noisy label loss E(out - y)^2 = {r.noisy_label_loss(PRIOR):.4f}; "
-            f"max |E[out | y] - y| = {bias:.2e}; DP ratio (log) = {r.epsilon_dp_ratio():.6f}")
+    return (
+        f"noisy label loss E(out - y)^2 = {r.noisy_label_loss(PRIOR):.4f}; "
+        f"max |E[out | y] - y| = {bias:.2e}; DP ratio (log) = {r.epsilon_dp_ratio():.6f}"
+    )
 
 
 def print_tables():
@@ -52,8 +56,10 @@ def print_tables():
         print(f"### {name}\n\n{summary(r)}\n\n{markdown_table(r)}\n")
     window = R.laplace_transition_matrix(SUPPORT, epsilon=EPSILON, lower=0, upper=4, clip=False, window=3)
     print("### discrete Laplace, unclipped (window -3..7)\n")
-    print(f"tail mass outside the window per label: {np.array2string(window.tail_mass, precision=4)}; "
-          f"DP ratio on the window (log) = {window.epsilon_dp_ratio():.6f}\n")
+    print(
+        f"tail mass outside the window per label: {np.array2string(window.tail_mass, precision=4)}; "
+        f"DP ratio on the window (log) = {window.epsilon_dp_ratio():.6f}\n"
+    )
     print(markdown_table(window))
 
 

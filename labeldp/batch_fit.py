@@ -71,4 +71,5 @@ def check_batches_fit(config: Mapping[str, Any], by_table: Mapping[str, list[Pla
                         f"than the {bound} training examples the config prepares; lower {key} in "
                         f"grids.{config.get('grid')}.{grid} (or its column's grid filter), or raise "
                         f"datasets.{feature_datasets.features_base(spec.dataset, DATASET_KINDS) or spec.dataset}"
-                        ".subset")
+                        ".subset"
+                    )

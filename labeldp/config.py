@@ -115,11 +115,15 @@ def gpu_slots_env(gpu_slots: Any) -> str:
     from labeldp.plan import ConfigError
 
     if isinstance(gpu_slots, bool) or not isinstance(gpu_slots, int) or gpu_slots < 1:
-        raise ConfigError(f"--resources gpu_slots={gpu_slots!r}: give a positive integer, the number "
-                          "of training jobs that share one GPU (e.g. --resources gpu_slots=4)")
+        raise ConfigError(
+            f"--resources gpu_slots={gpu_slots!r}: give a positive integer, the number "
+            "of training jobs that share one GPU (e.g. --resources gpu_slots=4)"
+        )
     if gpu_slots > 90:
-        raise ConfigError(f"--resources gpu_slots={gpu_slots}: at most 90 jobs can share one GPU "
-                          "(each gets 0.9 / gpu_slots of its memory, at least 0.01)")
+        raise ConfigError(
+            f"--resources gpu_slots={gpu_slots}: at most 90 jobs can share one GPU "
+            "(each gets 0.9 / gpu_slots of its memory, at least 0.01)"
+        )
     fraction = (90 // gpu_slots) / 100
     return f"XLA_PYTHON_CLIENT_MEM_FRACTION={fraction:.2f} "
 
@@ -158,8 +162,12 @@ def jax_cache_env(cache_dir: Any, *, workdir: str | Path) -> str:
     if cache_dir is None:
         return ""
     if not isinstance(cache_dir, str) or not cache_dir.strip():
-        raise ConfigError(f"jax_compilation_cache_dir: give a directory (e.g. .cache/jax) or null to turn the "
-                          f"persistent compilation cache off, got {cache_dir!r}")
+        raise ConfigError(
+            f"jax_compilation_cache_dir: give a directory (e.g. .cache/jax) or null to turn the "
+            f"persistent compilation cache off, got {cache_dir!r}"
+        )
     path = Path(workdir) / cache_dir if not Path(cache_dir).is_absolute() else Path(cache_dir)
-    return (f"JAX_COMPILATION_CACHE_DIR={shlex.quote(str(path))} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 "
-            f"JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 JAX_COMPILATION_CACHE_MAX_SIZE={JAX_CACHE_MAX_BYTES} ")
+    return (
+        f"JAX_COMPILATION_CACHE_DIR={shlex.quote(str(path))} JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 "
+        f"JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES=0 JAX_COMPILATION_CACHE_MAX_SIZE={JAX_CACHE_MAX_BYTES} "
+    )

@@ -28,7 +28,9 @@ __all__ = ["validate_semantics"]
 def _check_prior_budget(config: Mapping[str, Any], table: str, tcfg: Mapping[str, Any], col: Column) -> None:
     """003's prior-based randomizers spend eps1 on the prior: every eps of the table must exceed it
     (else eps2 = eps - eps1 <= 0), caught here before any job runs."""
-    if not registry.is_implemented(col.method) or not getattr(registry.get_method(col.method), "USES_PRIVATE_PRIOR", False):
+    if not registry.is_implemented(col.method) or not getattr(
+        registry.get_method(col.method), "USES_PRIVATE_PRIOR", False
+    ):
         return
     from labeldp.regression.pipeline import (
         PRIOR_EPSILON,  # JAX-heavy: imported only for a prior-based column
@@ -38,9 +40,11 @@ def _check_prior_budget(config: Mapping[str, Any], table: str, tcfg: Mapping[str
     eps1 = float(opts.get("prior_epsilon", PRIOR_EPSILON.get(tcfg["dataset"], 0.0)))
     for eps in tcfg.get("epsilons", []):
         if not float(eps) > eps1:
-            raise ConfigError(f"tables.{table}.epsilons: eps = {eps} does not exceed the prior budget eps1 = {eps1} of "
-                              f"{col.method} on {tcfg['dataset']} (eps2 = eps - eps1 must be > 0); drop that eps or lower "
-                              "the variant option prior_epsilon")
+            raise ConfigError(
+                f"tables.{table}.epsilons: eps = {eps} does not exceed the prior budget eps1 = {eps1} of "
+                f"{col.method} on {tcfg['dataset']} (eps2 = eps - eps1 must be > 0); drop that eps or lower "
+                "the variant option prior_epsilon"
+            )
 
 
 def validate_semantics(config: Mapping[str, Any]) -> None:
@@ -49,48 +53,73 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
     unknown = sorted(set(config.get("scorecard_tables") or ()) - set(config["tables"]))
     if unknown:
-        raise ConfigError(f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
+        raise ConfigError(
+            f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}"
+        )
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") in SOURCE_RENDERERS:  # 000 Tables 11 and 12: built from other tables' records
-            key = {"run_times": "sources", "intersection": "rows", "eps_curves": "panels", "not_run": None,
-                   "training_curves": None, "confusion_matrices": None}[tcfg["renderer"]]
+            key = {
+                "run_times": "sources",
+                "intersection": "rows",
+                "eps_curves": "panels",
+                "not_run": None,
+                "training_curves": None,
+                "confusion_matrices": None,
+            }[tcfg["renderer"]]
             if tcfg["renderer"] == "confusion_matrices":
                 src = tcfg["confusion_source"]
                 other = config["tables"].get(src["table"])
                 if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(f"tables.{table}.confusion_source.table: {src['table']!r} is not a table of "
-                                      f"this config with runs; tables: {sorted(config['tables'])}")
+                    raise ConfigError(
+                        f"tables.{table}.confusion_source.table: {src['table']!r} is not a table of "
+                        f"this config with runs; tables: {sorted(config['tables'])}"
+                    )
                 if src["column"] not in {c.id for c in columns(other)}:
-                    raise ConfigError(f"tables.{table}.confusion_source.column: {src['column']!r} is not a column "
-                                      f"of {src['table']}")
-                missing = [e for e in src["epsilons"] if not any(abs(float(e) - float(o)) < 1e-12 for o in other["epsilons"])]
+                    raise ConfigError(
+                        f"tables.{table}.confusion_source.column: {src['column']!r} is not a column of {src['table']}"
+                    )
+                missing = [
+                    e for e in src["epsilons"] if not any(abs(float(e) - float(o)) < 1e-12 for o in other["epsilons"])
+                ]
                 if missing:
-                    raise ConfigError(f"tables.{table}.confusion_source.epsilons: {missing} are not eps of {src['table']}")
+                    raise ConfigError(
+                        f"tables.{table}.confusion_source.epsilons: {missing} are not eps of {src['table']}"
+                    )
             if tcfg["renderer"] == "training_curves":
                 src = tcfg["source"]
                 other = config["tables"].get(src["table"])
                 if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(f"tables.{table}.source.table: {src['table']!r} is not a table of this config "
-                                      f"with runs; tables: {sorted(config['tables'])}")
+                    raise ConfigError(
+                        f"tables.{table}.source.table: {src['table']!r} is not a table of this config "
+                        f"with runs; tables: {sorted(config['tables'])}"
+                    )
                 if not any(abs(float(e) - float(src["epsilon"])) < 1e-12 for e in other["epsilons"]):
-                    raise ConfigError(f"tables.{table}.source.epsilon: {src['epsilon']} is not an eps of "
-                                      f"{src['table']} ({other['epsilons']})")
+                    raise ConfigError(
+                        f"tables.{table}.source.epsilon: {src['epsilon']} is not an eps of "
+                        f"{src['table']} ({other['epsilons']})"
+                    )
             for i, src in enumerate(tcfg[key] if key else []):
                 other = config["tables"].get(src["table"])
                 if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(f"tables.{table}.{key}[{i}].table: {src['table']!r} is not a table of this "
-                                      f"config with runs; tables: {sorted(config['tables'])}")
+                    raise ConfigError(
+                        f"tables.{table}.{key}[{i}].table: {src['table']!r} is not a table of this "
+                        f"config with runs; tables: {sorted(config['tables'])}"
+                    )
                 if key == "rows":
                     ids = {c.id for c in columns(other)}
                     for col in [src["pro"], *src["baselines"]]:
                         if col not in ids:
-                            raise ConfigError(f"tables.{table}.rows[{i}]: {col!r} is not a column of {src['table']}; "
-                                              f"its columns: {sorted(ids)}")
+                            raise ConfigError(
+                                f"tables.{table}.rows[{i}]: {col!r} is not a column of {src['table']}; "
+                                f"its columns: {sorted(ids)}"
+                            )
             continue
         ds = tcfg["dataset"]
         if dataset_kind(ds) is None:
-            raise ConfigError(f"tables.{table}.dataset: unknown dataset {ds!r}; known: {sorted(DATASET_KINDS)} "
-                              f"and <image dataset>{feature_datasets.FEATURES_SUFFIX} (SimCLR features)")
+            raise ConfigError(
+                f"tables.{table}.dataset: unknown dataset {ds!r}; known: {sorted(DATASET_KINDS)} "
+                f"and <image dataset>{feature_datasets.FEATURES_SUFFIX} (SimCLR features)"
+            )
         for i, eps in enumerate(tcfg.get("epsilons", [])):
             if not float(eps) > 0:
                 raise ConfigError(f"tables.{table}.epsilons[{i}] = {eps}: epsilon must be > 0")
@@ -106,15 +135,22 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         col_ids = {c.id for c in columns(tcfg)}
         for i, claim in enumerate(tcfg.get("claims", [])):
             if ("agree" in claim) == ("winner" in claim or "losers" in claim):
-                raise ConfigError(f"tables.{table}.claims[{i}]: give either winner + losers (an ordering claim) "
-                                  "or agree: [a, b] (an agreement check), not both or neither")
-            for who in (claim["agree"] if "agree" in claim else [claim["winner"], *claim["losers"]]):
+                raise ConfigError(
+                    f"tables.{table}.claims[{i}]: give either winner + losers (an ordering claim) "
+                    "or agree: [a, b] (an agreement check), not both or neither"
+                )
+            for who in claim["agree"] if "agree" in claim else [claim["winner"], *claim["losers"]]:
                 if who not in col_ids:
-                    raise ConfigError(f"tables.{table}.claims[{i}]: {who!r} is not a column id of {table}; "
-                                      f"columns: {sorted(col_ids)}")
+                    raise ConfigError(
+                        f"tables.{table}.claims[{i}]: {who!r} is not a column id of {table}; columns: {sorted(col_ids)}"
+                    )
         grid_for(config, tcfg)
-    for ds in (config.get("datasets") or {}):
+    for ds in config.get("datasets") or {}:
         if ds not in DATASET_KINDS:
-            hint = (f" (a features dataset follows datasets.{feature_datasets.features_base(ds, DATASET_KINDS)}; "
-                    "set subset/standin there)" if dataset_kind(ds) else "")
+            hint = (
+                f" (a features dataset follows datasets.{feature_datasets.features_base(ds, DATASET_KINDS)}; "
+                "set subset/standin there)"
+                if dataset_kind(ds)
+                else ""
+            )
             raise ConfigError(f"datasets.{ds}: unknown dataset; known: {sorted(DATASET_KINDS)}{hint}")

@@ -123,6 +123,7 @@ def dataset_runnable(config: Mapping[str, Any], dataset: str) -> tuple[bool, str
 def simclr_bases(config: Mapping[str, Any]) -> list[str]:
     """The image datasets some table of ``config`` pre-trains SimCLR on (its dataset is
     ``<base>_simclr``), sorted: each gets 000 Figure 3's pre-training loss figure."""
-    bases = {feature_datasets.features_base(str(t.get("dataset") or ""), DATASET_KINDS)
-             for t in config["tables"].values()}
+    bases = {
+        feature_datasets.features_base(str(t.get("dataset") or ""), DATASET_KINDS) for t in config["tables"].values()
+    }
     return sorted(b for b in bases if b)

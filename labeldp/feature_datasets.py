@@ -26,16 +26,24 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["FEATURES_SUFFIX", "FEATURES_KIND", "features_base", "ssl_config", "ssl_id", "encoder_dir",
-           "features_path"]
+__all__ = ["FEATURES_SUFFIX", "FEATURES_KIND", "features_base", "ssl_config", "ssl_id", "encoder_dir", "features_path"]
 
 FEATURES_SUFFIX = "_simclr"
 FEATURES_KIND = "features"
 
 #: The SimCLR pre-training of 000 Appendix D.2 (ResNet-18 with the CIFAR stem, Adam lr 1e-3, weight
 #: decay 1e-6, batch 1024, 1,000 epochs); the config key ``ssl`` overrides any field.
-DEFAULT_SSL = {"width": 64, "projection_dim": 128, "epochs": 1000, "batch_size": 1024, "learning_rate": 1.0e-3,
-               "weight_decay": 1.0e-6, "temperature": 0.5, "checkpoint_every": 10, "seed": 0}
+DEFAULT_SSL = {
+    "width": 64,
+    "projection_dim": 128,
+    "epochs": 1000,
+    "batch_size": 1024,
+    "learning_rate": 1.0e-3,
+    "weight_decay": 1.0e-6,
+    "temperature": 0.5,
+    "checkpoint_every": 10,
+    "seed": 0,
+}
 
 
 def features_base(dataset: str, image_datasets: Mapping[str, str]) -> str | None:

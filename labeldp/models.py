@@ -30,7 +30,16 @@ import jax.numpy as jnp
 
 from labeldp.dpsgd.tape import Tape, avg_pool_2x2, max_pool_2x2, row_keys
 
-__all__ = ["MnistCNN", "CifarCNN", "LinearClassifier", "FEATURES_MODEL", "ModelSpec", "build_model", "MODEL_FOR_DATASET", "num_params"]
+__all__ = [
+    "MnistCNN",
+    "CifarCNN",
+    "LinearClassifier",
+    "FEATURES_MODEL",
+    "ModelSpec",
+    "build_model",
+    "MODEL_FOR_DATASET",
+    "num_params",
+]
 
 
 class MnistCNN(nn.Module):
@@ -124,13 +133,19 @@ MODEL_FOR_DATASET = {
 #: The model of every features dataset (``<image dataset>_simclr``, :mod:`labeldp.feature_datasets`).
 FEATURES_MODEL = "linear"
 
-_MODELS: dict[str, Callable[..., nn.Module]] = {"mnist_cnn": MnistCNN, "cifar_cnn": CifarCNN,
-                                                "linear": LinearClassifier}
+_MODELS: dict[str, Callable[..., nn.Module]] = {
+    "mnist_cnn": MnistCNN,
+    "cifar_cnn": CifarCNN,
+    "linear": LinearClassifier,
+}
 
 #: Each model's forward pass through the tape of the fast DP-SGD step (:mod:`labeldp.dpsgd.clipping`,
 #: formulation ``bookkeeping``); a model without one trains with the reference ``vmap_grad`` formulation.
-_TAPPED: dict[str, Callable[..., jax.Array]] = {"mnist_cnn": mnist_cnn_tapped, "cifar_cnn": cifar_cnn_tapped,
-                                                "linear": linear_classifier_tapped}
+_TAPPED: dict[str, Callable[..., jax.Array]] = {
+    "mnist_cnn": mnist_cnn_tapped,
+    "cifar_cnn": cifar_cnn_tapped,
+    "linear": linear_classifier_tapped,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -173,9 +188,7 @@ class ModelSpec:
         return self.module.apply({"params": params}, x, train=True)
 
 
-def build_model(
-    name: str, *, input_shape: tuple[int, ...], num_classes: int = 10, padding: str = "SAME"
-) -> ModelSpec:
+def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int = 10, padding: str = "SAME") -> ModelSpec:
     """Builds a registered model.
 
     Args:

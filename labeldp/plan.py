@@ -20,8 +20,19 @@ from labeldp.methods.base import RunSpec
 
 # The data layout (dataset kinds, raw / prepared paths) lives in labeldp.data_layout; re-exported here.
 from labeldp.data_layout import (  # noqa: E402,F401
-    DATASET_KINDS, PREPARABLE_KINDS, RAW_SUBDIRS, data_mirror, data_source, data_tag, dataset_cfg, dataset_kind,
-    dataset_runnable, prepared_path, raw_dir, raw_root)
+    DATASET_KINDS,
+    PREPARABLE_KINDS,
+    RAW_SUBDIRS,
+    data_mirror,
+    data_source,
+    data_tag,
+    dataset_cfg,
+    dataset_kind,
+    dataset_runnable,
+    prepared_path,
+    raw_dir,
+    raw_root,
+)
 
 _ABBREV = {
     "learning_rate": "lr",
@@ -74,8 +85,10 @@ def run_id(spec: RunSpec) -> str:
     if spec.calibration_relation == "label_substitution":
         variant += "-labelsub"
     defaults = optional_hyperparameters(spec.method)
-    return (f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/"
-            f"{hp_id(spec.hparams, defaults)}/seed{spec.seed}")
+    return (
+        f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/"
+        f"{hp_id(spec.hparams, defaults)}/seed{spec.seed}"
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -263,8 +276,7 @@ def calibration_relation(config: Mapping[str, Any], table: str, method: str) -> 
 
 def table_relation(config: Mapping[str, Any], table: str) -> str:
     """The calibration relation a table states in its header (its own, else the config's)."""
-    return (config["tables"][table].get("calibration_relation") or config.get("calibration_relation")
-            or "add_or_remove")
+    return config["tables"][table].get("calibration_relation") or config.get("calibration_relation") or "add_or_remove"
 
 
 def cell_status(config: Mapping[str, Any], table: str, column: Column) -> tuple[bool, str]:
@@ -346,23 +358,33 @@ def _timed_runs(tcfg: Mapping[str, Any], runs_of) -> list[PlannedRun]:
 def nonprivate_column(tcfg: Mapping[str, Any]) -> Column | None:
     if not tcfg.get("nonprivate"):
         return None
-    return Column(id="nonprivate", label="Non-private", method="nonprivate",
-                  variant=str(tcfg.get("nonprivate_variant", "default")), ref_method="non_private", ref_variant=None)
+    return Column(
+        id="nonprivate",
+        label="Non-private",
+        method="nonprivate",
+        variant=str(tcfg.get("nonprivate_variant", "default")),
+        ref_method="non_private",
+        ref_variant=None,
+    )
 
 
 def runs_by_table(config: Mapping[str, Any]) -> dict[str, list[PlannedRun]]:
     """:func:`table_runs` of every table (planned once; the Snakefile keeps it; a table of
     :data:`SOURCE_RENDERERS` reuses its sources' plans)."""
-    out = {table: table_runs(config, table) for table, tcfg in config["tables"].items()
-           if tcfg.get("renderer") not in SOURCE_RENDERERS}
+    out = {
+        table: table_runs(config, table)
+        for table, tcfg in config["tables"].items()
+        if tcfg.get("renderer") not in SOURCE_RENDERERS
+    }
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") in SOURCE_RENDERERS:
             out[table] = _timed_runs(tcfg, lambda src: out.get(src, []))
     return {table: out[table] for table in config["tables"]}
 
 
-def all_runs(config: Mapping[str, Any], by_table: Mapping[str, list[PlannedRun]] | None = None
-             ) -> dict[str, PlannedRun]:
+def all_runs(
+    config: Mapping[str, Any], by_table: Mapping[str, list[PlannedRun]] | None = None
+) -> dict[str, PlannedRun]:
     """Every planned run of every table, keyed by record path (runs shared by tables once).
 
     ``by_table``: :func:`runs_by_table`'s result, when the caller has it."""
@@ -386,7 +408,10 @@ def select_runs(config: Mapping[str, Any], tables, *, methods=(), epsilons=(), s
             raise ConfigError(f"unknown table {t!r}; known: {sorted(config['tables'])}")
         for r in table_runs(config, t):
             seen.setdefault(r.record_path, r)
-    return [r for r in seen.values()
-            if (not methods or r.spec.method in methods)
-            and (not epsilons or r.spec.epsilon in epsilons)
-            and (not seeds or r.spec.seed in seeds)]
+    return [
+        r
+        for r in seen.values()
+        if (not methods or r.spec.method in methods)
+        and (not epsilons or r.spec.epsilon in epsilons)
+        and (not seeds or r.spec.seed in seeds)
+    ]

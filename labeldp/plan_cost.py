@@ -83,8 +83,9 @@ def run_seconds(run, *, config: Mapping[str, Any], device: str, costs: Mapping[s
     return steps * step_seconds(spec, device=device, costs=costs) + float(fixed)
 
 
-def estimate(config: Mapping[str, Any], targets: Sequence[str], *, costs: Mapping[str, Any] | None = None,
-             exists=None) -> dict[str, Any]:
+def estimate(
+    config: Mapping[str, Any], targets: Sequence[str], *, costs: Mapping[str, Any] | None = None, exists=None
+) -> dict[str, Any]:
     """Runs, finished runs, jobs and estimated hours of ``targets`` (tables / figures, or ``all``).
 
     Args:
@@ -104,8 +105,14 @@ def estimate(config: Mapping[str, Any], targets: Sequence[str], *, costs: Mappin
     of_record = sweeps.sweep_of_record(all_sweeps)
     pending = [r for r in runs if not exists(r.record_path)]
     jobs = {of_record[r.record_path] for r in pending}
-    out = {"targets": tables, "runs": len(runs), "with_record": len(runs) - len(pending), "pending": len(pending),
-           "jobs": len(jobs), "hours": {}}
+    out = {
+        "targets": tables,
+        "runs": len(runs),
+        "with_record": len(runs) - len(pending),
+        "pending": len(pending),
+        "jobs": len(jobs),
+        "hours": {},
+    }
     for device in ("cpu", "gpu"):
         secs = sum(run_seconds(r, config=config, device=device, costs=costs) for r in pending)
         secs += len(jobs) * float(costs["seconds_per_job"][device])
@@ -115,23 +122,31 @@ def estimate(config: Mapping[str, Any], targets: Sequence[str], *, costs: Mappin
 
 def render(est: Mapping[str, Any], *, cores: int = 2) -> str:
     cpu_h, gpu_h = est["hours"]["cpu"], est["hours"]["gpu"]
-    lines = [f"targets: {', '.join(est['targets'])}",
-             f"planned runs: {est['runs']:,} ({est['with_record']:,} have a record, {est['pending']:,} to train) "
-             f"in {est['jobs']:,} sweep jobs",
-             f"estimated: {cpu_h:,.1f} h on a {cores}-core CPU like this one ({cpu_h / 24:,.1f} days; one job at a "
-             f"time), {gpu_h:,.1f} h on one GPU (workflow/resources/run_costs.yaml; rough)"]
+    lines = [
+        f"targets: {', '.join(est['targets'])}",
+        f"planned runs: {est['runs']:,} ({est['with_record']:,} have a record, {est['pending']:,} to train) "
+        f"in {est['jobs']:,} sweep jobs",
+        f"estimated: {cpu_h:,.1f} h on a {cores}-core CPU like this one ({cpu_h / 24:,.1f} days; one job at a "
+        f"time), {gpu_h:,.1f} h on one GPU (workflow/resources/run_costs.yaml; rough)",
+    ]
     if cpu_h > 24:
-        lines.append("that is more than a day here: use the quick profile (snakemake --profile workflow/profiles/quick),"
-                     " a GPU (workflow/profiles/gpu) or a cluster (workflow/profiles/slurm; sweep_max_runs sets the "
-                     "runs per job), or restrict the grid in a config of your own")
+        lines.append(
+            "that is more than a day here: use the quick profile (snakemake --profile workflow/profiles/quick),"
+            " a GPU (workflow/profiles/gpu) or a cluster (workflow/profiles/slurm; sweep_max_runs sets the "
+            "runs per job), or restrict the grid in a config of your own"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="+", help="table or figure names, or 'all'")
-    p.add_argument("--configfile", action="append", default=[],
-                   help="configs merged over workflow/config/config.yaml, as Snakemake's --configfile")
+    p.add_argument(
+        "--configfile",
+        action="append",
+        default=[],
+        help="configs merged over workflow/config/config.yaml, as Snakemake's --configfile",
+    )
     a = p.parse_args(argv)
     config = load_config(REPO / "workflow/config/config.yaml", *a.configfile)
     try:

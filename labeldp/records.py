@@ -121,9 +121,7 @@ def git_revision(repo_dir: str | os.PathLike | None = None, *, exclude: tuple[st
             continue  # outside this checkout: its changes are not seen by git status anyway
     pathspec = ["--", "."] + [f":(exclude){p}" for p in inside] if inside else []
     try:
-        rev = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
-        )
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", *pathspec],
             cwd=cwd,
@@ -309,8 +307,7 @@ def record_paths(results_dir: str | os.PathLike) -> list[Path]:
     markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`) and the papers' worked examples
     (``<results_dir>/examples/``, :mod:`labeldp.regression.paper_example`), which are not runs."""
     root = Path(results_dir)
-    return sorted(p for p in root.rglob("*.json")
-                  if p.relative_to(root).parts[0] not in ("ssl", ".sweeps", "examples"))
+    return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in ("ssl", ".sweeps", "examples"))
 
 
 def read_record(path: str | os.PathLike) -> dict[str, Any]:

@@ -30,9 +30,16 @@ def run_spec(spec: RunSpec, data) -> MethodResult:
     return method.run(data, spec)
 
 
-def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: float,
-                 config: Mapping[str, Any] | None = None, table_keys: Sequence[str] = (),
-                 git_at_start: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def build_record(
+    spec: RunSpec,
+    data,
+    result: MethodResult,
+    *,
+    total_seconds: float,
+    config: Mapping[str, Any] | None = None,
+    table_keys: Sequence[str] = (),
+    git_at_start: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The run's record (fields: :mod:`labeldp.records`).
 
     ``git_at_start``: :func:`labeldp.records.git_revision` taken before the run started. The
@@ -66,8 +73,11 @@ def build_record(spec: RunSpec, data, result: MethodResult, *, total_seconds: fl
         "hparams": dict(spec.hparams),
         "privacy": result.privacy.to_dict(target_epsilon=spec.epsilon),
         "metrics": metrics,
-        "timings": {**dict(result.timings), "total_seconds": total_seconds,
-                    "process_peak_rss_mib": records.peak_rss_mib()},
+        "timings": {
+            **dict(result.timings),
+            "total_seconds": total_seconds,
+            "process_peak_rss_mib": records.peak_rss_mib(),
+        },
         "details": dict(result.details),
         "environment": records.environment(git_at_start=git_at_start),
         "config": {"profile": spec.profile, "run_spec": spec.to_dict(), "workflow": dict(config or {})},
@@ -82,16 +92,16 @@ def run_and_record(spec: RunSpec, data, *, config: Mapping[str, Any] | None = No
     return run_with_result(spec, data, config=config)[0]
 
 
-def run_with_result(spec: RunSpec, data, *, config: Mapping[str, Any] | None = None
-                    ) -> tuple[dict[str, Any], MethodResult]:
+def run_with_result(
+    spec: RunSpec, data, *, config: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], MethodResult]:
     """:func:`run_and_record`, also returning the method's :class:`MethodResult` (the audit
     reads its ``audit_log_probs``, which records do not store)."""
     git_at_start = records.git_revision()
     t0 = time.perf_counter()
     result = run_spec(spec, data)
     total = time.perf_counter() - t0
-    return build_record(spec, data, result, total_seconds=total, config=config,
-                        git_at_start=git_at_start), result
+    return build_record(spec, data, result, total_seconds=total, config=config, git_at_start=git_at_start), result
 
 
 def run_arguments(doc: str) -> argparse.ArgumentParser:
@@ -112,8 +122,10 @@ def load_run(args: argparse.Namespace):
     spec = RunSpec.from_dict(json.loads(args.spec))
     data = load_prepared(args.data)
     if held_dataset(data) != spec.dataset:
-        raise SystemExit(f"error: prepared data {args.data} holds {held_dataset(data)!r}, but the run is for "
-                         f"{spec.dataset!r}; prepare it with: snakemake <data_dir>/prepared/{spec.dataset}-<source>-<size>.npz")
+        raise SystemExit(
+            f"error: prepared data {args.data} holds {held_dataset(data)!r}, but the run is for "
+            f"{spec.dataset!r}; prepare it with: snakemake <data_dir>/prepared/{spec.dataset}-<source>-<size>.npz"
+        )
     return spec, data
 
 
@@ -125,8 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     total = record["timings"]["total_seconds"]
     acc = record["metrics"].get("test_accuracy_pct")
     eps = record["privacy"]["epsilon"]
-    print(f"{record['run_id']}: metric={acc} eps={eps if eps == 'inf' else f'{eps:.4g}'} "
-          f"valid={record['privacy']['valid']} ({total:.1f}s)")
+    print(
+        f"{record['run_id']}: metric={acc} eps={eps if eps == 'inf' else f'{eps:.4g}'} "
+        f"valid={record['privacy']['valid']} ({total:.1f}s)"
+    )
     return 0
 
 

@@ -31,8 +31,13 @@ import numpy as np
 from labeldp.mechanisms.classification import randomized_response
 from labeldp.methods.base import PrivacyOutcome
 
-__all__ = ["VALIDATION_SEED", "validation_split", "release_validation_labels", "noisy_accuracy_pct",
-           "with_validation_release"]
+__all__ = [
+    "VALIDATION_SEED",
+    "validation_split",
+    "release_validation_labels",
+    "noisy_accuracy_pct",
+    "with_validation_release",
+]
 
 VALIDATION_SEED = 20231
 """Fixes the held-out rows (and the held-out labels' release stream): public, the same everywhere."""
@@ -56,8 +61,14 @@ def validation_split(n: int, fraction: float) -> tuple[np.ndarray, np.ndarray]:
 def release_validation_labels(labels: np.ndarray, *, num_classes: int, epsilon: float) -> np.ndarray:
     """The held-out labels through K-ary randomized response at ``epsilon`` (eps-label-DP), from a
     stream fixed by :data:`VALIDATION_SEED`: one release per cell, whatever run asks for it."""
-    return np.asarray(randomized_response(np.asarray(labels, np.int64), num_classes=num_classes, epsilon=epsilon,
-                                          rng=np.random.default_rng([VALIDATION_SEED, 1])))
+    return np.asarray(
+        randomized_response(
+            np.asarray(labels, np.int64),
+            num_classes=num_classes,
+            epsilon=epsilon,
+            rng=np.random.default_rng([VALIDATION_SEED, 1]),
+        )
+    )
 
 
 def noisy_accuracy_pct(predictions: np.ndarray, noisy_labels: np.ndarray) -> float:
@@ -80,10 +91,17 @@ def with_validation_release(privacy: PrivacyOutcome, *, epsilon: float, fraction
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"validation_epsilon must be a finite eps > 0, got {epsilon}")
     by_rel = {rel: max(float(e), epsilon) for rel, e in (privacy.epsilon_by_relation or {}).items()}
-    release = {"mechanism": "randomized_response", "epsilon": float(epsilon), "fraction": float(fraction),
-               "composition": "parallel (the held-out rows are disjoint from the training rows)"}
+    release = {
+        "mechanism": "randomized_response",
+        "epsilon": float(epsilon),
+        "fraction": float(fraction),
+        "composition": "parallel (the held-out rows are disjoint from the training rows)",
+    }
     return dataclasses.replace(
-        privacy, epsilon=max(float(privacy.epsilon), epsilon), epsilon_by_relation=by_rel or None,
+        privacy,
+        epsilon=max(float(privacy.epsilon), epsilon),
+        epsilon_by_relation=by_rel or None,
         accounting={**dict(privacy.accounting or {}), "validation_release": release},
         mechanism=f"{privacy.mechanism}; held-out {fraction:.0%} of the training labels released by randomized "
-                  f"response at eps {epsilon:g} for model selection (parallel composition)")
+        f"response at eps {epsilon:g} for model selection (parallel composition)",
+    )

@@ -74,7 +74,7 @@ def vmap_groups(pending: list, data, *, max_runs: int) -> list[list]:
         except ValueError:  # a bad option: the run alone then fails, naming it
             key = None
         groups.setdefault((spec.method, key) if key is not None else ("", path), []).append((spec, path))
-    return [g[i:i + max_runs] for g in groups.values() for i in range(0, len(g), max_runs)]
+    return [g[i : i + max_runs] for g in groups.values() for i in range(0, len(g), max_runs)]
 
 
 def pending_runs(payload: dict) -> tuple[list, list]:
@@ -96,13 +96,23 @@ def _train_vmapped(group: list, data, workflow_config: dict | None, log) -> dict
         log(f"vmapped group of {len(group)} runs failed; training them one by one\n{traceback.format_exc()}")
         return None
     seconds = (time.perf_counter() - t0) / len(group)
-    return {path: build_record(spec, data, result, total_seconds=seconds, config=workflow_config or {},
-                               git_at_start=git_at_start)
-            for (spec, path), result in zip(group, results)}
+    return {
+        path: build_record(
+            spec, data, result, total_seconds=seconds, config=workflow_config or {}, git_at_start=git_at_start
+        )
+        for (spec, path), result in zip(group, results)
+    }
 
 
-def run_sweep(payload: dict, *, data_path: str | None, marker: str, workflow_config: dict | None = None,
-              log=print, vmap_runs: int = 1) -> int:
+def run_sweep(
+    payload: dict,
+    *,
+    data_path: str | None,
+    marker: str,
+    workflow_config: dict | None = None,
+    log=print,
+    vmap_runs: int = 1,
+) -> int:
     """Trains the sweep's pending runs, then writes the marker; returns the exit status.
 
     Args:
@@ -126,8 +136,10 @@ def run_sweep(payload: dict, *, data_path: str | None, marker: str, workflow_con
         data = load_prepared(data_path)
         dataset = pending[0][0].dataset
         if held_dataset(data) != dataset:
-            raise SystemExit(f"error: prepared data {data_path} holds {held_dataset(data)!r}, but the sweep is for "
-                             f"{dataset!r}; prepare it with: snakemake <data_dir>/prepared/{dataset}-<source>-<size>.npz")
+            raise SystemExit(
+                f"error: prepared data {data_path} holds {held_dataset(data)!r}, but the sweep is for "
+                f"{dataset!r}; prepare it with: snakemake <data_dir>/prepared/{dataset}-<source>-<size>.npz"
+            )
         log(f"data loaded once in {time.perf_counter() - t0:.1f}s")
         position = 0
         for group in vmap_groups(pending, data, max_runs=vmap_runs):
@@ -142,19 +154,37 @@ def run_sweep(payload: dict, *, data_path: str | None, marker: str, workflow_con
                     log(f"[{i + 1}/{len(pending)}] FAILED {path}\n{traceback.format_exc()}")
                     continue
                 record.setdefault("timings", {})["sweep"] = {
-                    "id": payload["id"], "position": i, "pending": len(pending),
-                    **({"vmapped_runs": len(group)} if trained else {})}
+                    "id": payload["id"],
+                    "position": i,
+                    "pending": len(pending),
+                    **({"vmapped_runs": len(group)} if trained else {}),
+                }
                 records.write_record(path, record)
                 acc = record["metrics"].get("test_accuracy_pct", record["metrics"].get("test_auc"))
-                log(f"[{i + 1}/{len(pending)}] {record['run_id']}: metric={acc} "
-                    f"({record['timings']['total_seconds']:.1f}s)")
+                log(
+                    f"[{i + 1}/{len(pending)}] {record['run_id']}: metric={acc} "
+                    f"({record['timings']['total_seconds']:.1f}s)"
+                )
     if failed:
-        log(f"sweep {payload['id']}: {len(failed)} run(s) failed; no marker written. Rerun the same command to retry "
-            "them (finished records are kept).")
+        log(
+            f"sweep {payload['id']}: {len(failed)} run(s) failed; no marker written. Rerun the same command to retry "
+            "them (finished records are kept)."
+        )
         return 1
-    write_text_atomic(marker, json.dumps({"sweep": payload["id"], "records": [p for _, _, p in payload["runs"]],
-                                          "trained": len(pending), "already_there": len(done),
-                                          "seconds": time.perf_counter() - t_sweep}, indent=1) + "\n")
+    write_text_atomic(
+        marker,
+        json.dumps(
+            {
+                "sweep": payload["id"],
+                "records": [p for _, _, p in payload["runs"]],
+                "trained": len(pending),
+                "already_there": len(done),
+                "seconds": time.perf_counter() - t_sweep,
+            },
+            indent=1,
+        )
+        + "\n",
+    )
     return 0
 
 
@@ -164,9 +194,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", default=None, help="prepared data (.npz); needed when a run is pending")
     p.add_argument("--marker", required=True, help="the marker to write when every run has its record")
     p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
-    p.add_argument("--vmap-runs", default="auto",
-                   help=f"runs per vmapped program: 'auto' (1 on CPU, {ACCELERATOR_VMAP_RUNS} on an accelerator) "
-                        "or an integer")
+    p.add_argument(
+        "--vmap-runs",
+        default="auto",
+        help=f"runs per vmapped program: 'auto' (1 on CPU, {ACCELERATOR_VMAP_RUNS} on an accelerator) or an integer",
+    )
     a = p.parse_args(argv)
     payload = json.loads(a.sweep)
     pending, _ = pending_runs(payload)
@@ -176,8 +208,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         vmap_runs = resolve_vmap_runs(a.vmap_runs) if pending else 1
     except ValueError as err:
         raise SystemExit(f"error: {err} (config key sweep_vmap_runs)") from None
-    return run_sweep(payload, data_path=a.data, marker=a.marker, workflow_config=json.loads(a.workflow_config),
-                     log=lambda m: print(m, flush=True), vmap_runs=vmap_runs)
+    return run_sweep(
+        payload,
+        data_path=a.data,
+        marker=a.marker,
+        workflow_config=json.loads(a.workflow_config),
+        log=lambda m: print(m, flush=True),
+        vmap_runs=vmap_runs,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

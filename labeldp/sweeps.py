@@ -34,12 +34,20 @@ from typing import Any, Iterable, Mapping
 from labeldp.methods.base import RunSpec
 from labeldp.plan import PlannedRun, all_runs, run_id, runs_by_table
 
-__all__ = ["Sweep", "DEFAULT_MAX_RUNS", "plan_sweeps", "workflow_sweeps", "tables_of_records", "sweep_of_runs", "max_runs", "marker_dir"]
+__all__ = [
+    "Sweep",
+    "DEFAULT_MAX_RUNS",
+    "plan_sweeps",
+    "workflow_sweeps",
+    "tables_of_records",
+    "sweep_of_runs",
+    "max_runs",
+    "marker_dir",
+]
 
 #: Runs per job unless the config says ``sweep_max_runs``: 000 Table 8's grid for one cell
 #: (36 points x 3 seeds = 108 runs) is one job.
 DEFAULT_MAX_RUNS = 108
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,8 +69,11 @@ class Sweep:
     def to_dict(self) -> dict[str, Any]:
         """The job's arguments, compact: the common spec once, then (hparams, seed, record) per run."""
         common = {k: v for k, v in self.runs[0].spec.to_dict().items() if k not in ("hparams", "seed")}
-        return {"id": self.id, "common": common,
-                "runs": [[dict(r.spec.hparams), int(r.spec.seed), r.record_path] for r in self.runs]}
+        return {
+            "id": self.id,
+            "common": common,
+            "runs": [[dict(r.spec.hparams), int(r.spec.seed), r.record_path] for r in self.runs],
+        }
 
     @staticmethod
     def specs_from_dict(d: Mapping[str, Any]) -> list[tuple[RunSpec, str]]:
@@ -84,9 +95,19 @@ def marker_dir(config: Mapping[str, Any]) -> str:
 
 def _group_key(run: PlannedRun) -> tuple:
     s = run.spec
-    return (run.prepared_path, s.dataset, s.method, s.variant, repr(s.epsilon), repr(s.delta),
-            json.dumps(s.options, sort_keys=True, default=str), s.accountant, s.profile, s.sampling,
-            s.calibration_relation)
+    return (
+        run.prepared_path,
+        s.dataset,
+        s.method,
+        s.variant,
+        repr(s.epsilon),
+        repr(s.delta),
+        json.dumps(s.options, sort_keys=True, default=str),
+        s.accountant,
+        s.profile,
+        s.sampling,
+        s.calibration_relation,
+    )
 
 
 def _sweep_prefix(run: PlannedRun) -> str:
@@ -94,7 +115,9 @@ def _sweep_prefix(run: PlannedRun) -> str:
     return run_id(run.spec).rsplit("/", 2)[0]
 
 
-def sweep_of_runs(runs: Iterable[PlannedRun], *, config: Mapping[str, Any], tables: tuple[str, ...] | None = None) -> Sweep:
+def sweep_of_runs(
+    runs: Iterable[PlannedRun], *, config: Mapping[str, Any], tables: tuple[str, ...] | None = None
+) -> Sweep:
     """The sweep of ``runs`` (all in one group; the caller cuts them to size); ``tables``: the tables that
     need them (part of the id when given)."""
     runs = tuple(runs)
@@ -106,8 +129,12 @@ def sweep_of_runs(runs: Iterable[PlannedRun], *, config: Mapping[str, Any], tabl
     ident = [key, [r.record_path for r in runs]] + ([list(tables)] if tables is not None else [])
     digest = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]
     sid = f"{_sweep_prefix(runs[0])}/sweep-{digest}"
-    return Sweep(id=sid, runs=runs, prepared_path=runs[0].prepared_path,
-                 marker_path=os.path.join(marker_dir(config), f"{sid}.json"))
+    return Sweep(
+        id=sid,
+        runs=runs,
+        prepared_path=runs[0].prepared_path,
+        marker_path=os.path.join(marker_dir(config), f"{sid}.json"),
+    )
 
 
 def tables_of_records(by_table: Mapping[str, Iterable[PlannedRun]]) -> dict[str, tuple[str, ...]]:
@@ -119,8 +146,9 @@ def tables_of_records(by_table: Mapping[str, Iterable[PlannedRun]]) -> dict[str,
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
-def plan_sweeps(config: Mapping[str, Any], runs: Iterable[PlannedRun], *,
-                tables_of: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Sweep]:
+def plan_sweeps(
+    config: Mapping[str, Any], runs: Iterable[PlannedRun], *, tables_of: Mapping[str, tuple[str, ...]] | None = None
+) -> dict[str, Sweep]:
     """Groups planned runs into sweeps of at most :func:`max_runs` runs, keyed by marker path.
 
     Args:
@@ -142,13 +170,14 @@ def plan_sweeps(config: Mapping[str, Any], runs: Iterable[PlannedRun], *,
     for key, members in groups.items():
         tables = key[-1] if tables_of is not None else None
         for start in range(0, len(members), cap):
-            sw = sweep_of_runs(members[start:start + cap], config=config, tables=tables)
+            sw = sweep_of_runs(members[start : start + cap], config=config, tables=tables)
             out[sw.marker_path] = sw
     return out
 
 
-def workflow_sweeps(config: Mapping[str, Any], by_table: Mapping[str, Iterable[PlannedRun]] | None = None
-                    ) -> dict[str, Sweep]:
+def workflow_sweeps(
+    config: Mapping[str, Any], by_table: Mapping[str, Iterable[PlannedRun]] | None = None
+) -> dict[str, Sweep]:
     """The workflow's sweeps: every table's runs (:func:`labeldp.plan.runs_by_table`, or ``by_table`` when the
     caller has it), grouped by the tables that need them (what the Snakefile plans)."""
     by_table = runs_by_table(config) if by_table is None else by_table

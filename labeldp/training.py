@@ -107,14 +107,20 @@ def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTra
         lr = peak
     elif config.lr_schedule == "warmup_linear_decay":
         warm = max(1, int(round(config.warmup_fraction * total_steps)))
-        lr = optax.join_schedules([optax.linear_schedule(0.0, peak, warm),
-                                   optax.linear_schedule(peak, 0.0, max(1, int(total_steps) - warm))], [warm])
+        lr = optax.join_schedules(
+            [optax.linear_schedule(0.0, peak, warm), optax.linear_schedule(peak, 0.0, max(1, int(total_steps) - warm))],
+            [warm],
+        )
     else:  # warmup_piecewise
         warm = max(1, int(round(config.warmup_fraction * total_steps)))
         drops = {int(round(f * total_steps)): 0.1 for f in (0.3, 0.6, 0.9) if round(f * total_steps) > warm}
-        lr = optax.join_schedules([optax.linear_schedule(0.0, peak, warm),
-                                   optax.piecewise_constant_schedule(peak, {b - warm: s for b, s in drops.items()})],
-                                  [warm])
+        lr = optax.join_schedules(
+            [
+                optax.linear_schedule(0.0, peak, warm),
+                optax.piecewise_constant_schedule(peak, {b - warm: s for b, s in drops.items()}),
+            ],
+            [warm],
+        )
     tx = optax.sgd(lr, momentum=config.momentum or None)
     if config.l2 > 0:
         tx = optax.chain(optax.add_decayed_weights(2.0 * float(config.l2)), tx)
@@ -155,8 +161,9 @@ TargetTransform = Callable[[jax.Array, jax.Array], jax.Array]
 logits of the same forward pass (traced under ``jax.jit``; e.g. ALIBI's posterior)."""
 
 
-def mixup_batch(x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float,
-                mask: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+def mixup_batch(
+    x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float, mask: jax.Array | None = None
+) -> tuple[jax.Array, jax.Array]:
     """Mixup (Zhang et al. 2018), as 001 Appendix B uses it for learning with noisy labels.
 
     Each real example ``i`` of the batch is paired with example ``pi(i)`` of a uniformly random
@@ -192,9 +199,13 @@ def mixup_batch(x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float,
     return lam * x + (1.0 - lam) * x[perm], lam * w + (1.0 - lam) * w[perm]
 
 
-def make_weighted_sgd_step(spec: ModelSpec, optimizer: optax.GradientTransformation,
-                           target_transform: TargetTransform | None = None, *,
-                           mixup_alpha: float = 0.0) -> Callable:
+def make_weighted_sgd_step(
+    spec: ModelSpec,
+    optimizer: optax.GradientTransformation,
+    target_transform: TargetTransform | None = None,
+    *,
+    mixup_alpha: float = 0.0,
+) -> Callable:
     """A jitted step ``(params, opt_state, x, w, mask, rng) -> (params, opt_state, loss)``.
 
     With ``target_transform`` the loss is the weighted cross-entropy against
@@ -329,11 +340,15 @@ def train_weighted(
         pad = steps_per_epoch * bs - n
         perm_padded = np.concatenate([perm, np.zeros(pad, dtype=perm.dtype)])
         mask_all = np.concatenate([np.ones(n, np.float32), np.zeros(pad, np.float32)])
-        bar = tqdm(range(steps_per_epoch), desc=f"{desc} epoch {epoch + 1}/{config.epochs}",
-                   disable=not config.progress, leave=False)
+        bar = tqdm(
+            range(steps_per_epoch),
+            desc=f"{desc} epoch {epoch + 1}/{config.epochs}",
+            disable=not config.progress,
+            leave=False,
+        )
         for s in bar:
-            idx = perm_padded[s * bs:(s + 1) * bs]
-            mask = jnp.asarray(mask_all[s * bs:(s + 1) * bs])
+            idx = perm_padded[s * bs : (s + 1) * bs]
+            mask = jnp.asarray(mask_all[s * bs : (s + 1) * bs])
             key, sk = jax.random.split(key)
             params, opt_state, loss = step(params, opt_state, x_dev[idx], w_dev[idx], mask, sk)
             total_steps += 1
@@ -365,7 +380,7 @@ def predict_logits(spec: ModelSpec, params, x: np.ndarray, *, batch_size: int = 
     n = x.shape[0]
     out = []
     for s in range(0, n, batch_size):
-        xb = x[s:s + batch_size]
+        xb = x[s : s + batch_size]
         m = xb.shape[0]
         if m < batch_size and n > batch_size:
             xb = np.concatenate([xb, np.zeros((batch_size - m, *xb.shape[1:]), xb.dtype)])

@@ -39,5 +39,8 @@ def prepared_attribution(directory, *, n_rows: int = 2500, seed: int = 1):
     from labeldp.data.tabular import load_prepared_tabular
 
     criteo_attribution.write_standin(directory / "raw", n_rows=n_rows, seed=seed)
-    return load_prepared_tabular(criteo_attribution.prepare_dataset(raw_dir=directory / "raw", out_path=directory / "p.npz",
-                                                                    source="synthetic_standin"))
+    return load_prepared_tabular(
+        criteo_attribution.prepare_dataset(
+            raw_dir=directory / "raw", out_path=directory / "p.npz", source="synthetic_standin"
+        )
+    )

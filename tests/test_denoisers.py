@@ -180,10 +180,16 @@ def test_span_projection_float32_default():
 QP_REL_GAP = 1e-6  # allowed relative objective gap to the SLSQP optimum
 
 
-@pytest.mark.parametrize("loop,momentum,steps,solver", [
-    ("fori", "none", 3000, "matrix_free"), ("python", "none", 3000, "matrix_free"),
-    ("python", "nesterov", 600, "matrix_free"), ("auto", "none", 3000, "jacobian"), ("auto", "nesterov", 600, "jacobian"),
-])
+@pytest.mark.parametrize(
+    "loop,momentum,steps,solver",
+    [
+        ("fori", "none", 3000, "matrix_free"),
+        ("python", "none", 3000, "matrix_free"),
+        ("python", "nesterov", 600, "matrix_free"),
+        ("auto", "none", 3000, "jacobian"),
+        ("auto", "nesterov", 600, "jacobian"),
+    ],
+)
 def test_convex_hull_reaches_qp_optimum(loop, momentum, steps, solver):
     with jax.enable_x64(True):
         params, x, unravel, g_vec = make_problem(n=5, seed=1)
@@ -191,8 +197,16 @@ def test_convex_hull_reaches_qp_optimum(loop, momentum, steps, solver):
         lip = 2.0 * np.linalg.eigvalsh(G.T @ G).max()
         _, f_star = qp_simplex(G, g_vec)
         res = D.simplex_least_squares(
-            mlp, params, x, unravel(jnp.asarray(g_vec)), steps=steps, step_size=1.0 / lip,
-            momentum=momentum, loop=loop, chunk=50, solver=solver,
+            mlp,
+            params,
+            x,
+            unravel(jnp.asarray(g_vec)),
+            steps=steps,
+            step_size=1.0 / lip,
+            momentum=momentum,
+            loop=loop,
+            chunk=50,
+            solver=solver,
         )
         alpha = np.asarray(res.alpha).reshape(-1)
         f = np.sum((G @ alpha - g_vec) ** 2)
@@ -238,8 +252,12 @@ def test_convex_hull_mask_equals_subset_and_warm_start():
         mask = np.array([1, 0, 1, 1, 0, 1], np.float64)
         g = unravel(jnp.asarray(g_vec))
         x_pad = x.at[mask == 0].set(-50.0)
-        proj_m, alpha_m = D.convex_hull_projection(mlp, params, x_pad, g, steps=40, step_size=0.02, smoothing=0.75, mask=mask)
-        proj_s, alpha_s = D.convex_hull_projection(mlp, params, x[mask > 0], g, steps=40, step_size=0.02, smoothing=0.75)
+        proj_m, alpha_m = D.convex_hull_projection(
+            mlp, params, x_pad, g, steps=40, step_size=0.02, smoothing=0.75, mask=mask
+        )
+        proj_s, alpha_s = D.convex_hull_projection(
+            mlp, params, x[mask > 0], g, steps=40, step_size=0.02, smoothing=0.75
+        )
         assert np.all(np.asarray(alpha_m)[mask == 0] == 0)
         np.testing.assert_allclose(np.asarray(alpha_m)[mask > 0], alpha_s, atol=1e-10)
         np.testing.assert_allclose(ravel(proj_m), ravel(proj_s), rtol=1e-9, atol=1e-12)
@@ -255,8 +273,9 @@ def test_fori_and_python_loops_agree():
     params, x, unravel, g_vec = make_problem(n=5, seed=6, dtype=jnp.float32)
     g = unravel(jnp.asarray(g_vec))
     a = D.simplex_least_squares(mlp, params, x, g, steps=23, step_size=0.02, loop="fori", solver="matrix_free")
-    b = D.simplex_least_squares(mlp, params, x, g, steps=23, step_size=0.02, loop="python", chunk=10,
-                                solver="matrix_free")
+    b = D.simplex_least_squares(
+        mlp, params, x, g, steps=23, step_size=0.02, loop="python", chunk=10, solver="matrix_free"
+    )
     np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-6)
     np.testing.assert_allclose(a.objectives, b.objectives, rtol=1e-5)
 
@@ -364,4 +383,6 @@ def test_denoiser_under_outer_jit():
         jitted = jax.jit(lambda p, xx, gg: den(gg, logits_fn=mlp, params=p, x=xx)[0])
         np.testing.assert_allclose(ravel(jitted(params, x, g)), ravel(eager), rtol=1e-5, atol=1e-7)
     with pytest.raises(ValueError):
-        jax.jit(lambda p, xx, gg: D.self_conv(steps=2, loop="python")(gg, logits_fn=mlp, params=p, x=xx)[0])(params, x, g)
+        jax.jit(lambda p, xx, gg: D.self_conv(steps=2, loop="python")(gg, logits_fn=mlp, params=p, x=xx)[0])(
+            params, x, g
+        )

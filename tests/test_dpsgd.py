@@ -101,7 +101,7 @@ def test_clipping_bounds_each_example():
     for i in range(6):
         mask = jnp.zeros(6).at[i].set(1.0)
         total, stats = step.clipped_sum(params, Batch(x=x, y=y, mask=mask), jax.random.key(0))
-        raw = jax.grad(lambda p: cross_entropy(mlp(p, x[i:i + 1])[0], y[i]))(params)
+        raw = jax.grad(lambda p: cross_entropy(mlp(p, x[i : i + 1])[0], y[i]))(params)
         raw_norm = np.linalg.norm(ravel(raw))
         raw_norms.append(raw_norm)
         norm = np.linalg.norm(ravel(total))
@@ -160,7 +160,8 @@ def test_masked_padded_step_equals_unmasked_step():
     st = step.init(mlp_init(seed=4))
     junk_x, junk_y = data(pad_to - n_real, seed=99, scale=30.0)  # padding rows are garbage
     padded = Batch(
-        x=jnp.concatenate([x, junk_x]), y=jnp.concatenate([y, junk_y]),
+        x=jnp.concatenate([x, junk_x]),
+        y=jnp.concatenate([y, junk_y]),
         mask=np.r_[np.ones(n_real, bool), np.zeros(pad_to - n_real, bool)],
     )
     real = Batch(x=x, y=y, mask=np.ones(n_real, bool))
@@ -189,7 +190,7 @@ def test_poisson_sampler():
     assert abs(np.mean(sizes) - n * q) < 4 * np.sqrt(n * q * (1 - q) / 300)
     assert np.var(sizes) > 0  # the batch size varies
     # a batch larger than pad_to is kept whole (padded to a multiple), never truncated
-    (idx, mask), = list(poisson_batches(10, sampling_rate=1.0, rng=1, pad_to=4, num_batches=1))
+    ((idx, mask),) = list(poisson_batches(10, sampling_rate=1.0, rng=1, pad_to=4, num_batches=1))
     assert idx.size == 12 and mask.sum() == 10 and set(idx[mask]) == set(range(10))
     # same seed -> same batches
     a = [i for i, _ in poisson_batches(n, sampling_rate=q, rng=7, pad_to=pad_to, num_batches=3)]
@@ -232,12 +233,20 @@ def test_per_user_sum_then_clip():
         ref = jax.grad(lambda p: sum(cross_entropy(mlp(p, xu[u])[j], yu[u, j]) for j in range(k)))(params)
         np.testing.assert_allclose(ravel(unclipped), ravel(ref), rtol=1e-5, atol=1e-6)
         if np.linalg.norm(ravel(ref)) > clip:  # clip applies to the sum, not to each example
-            np.testing.assert_allclose(ravel(total), ravel(ref) * clip / np.linalg.norm(ravel(ref)), rtol=1e-4, atol=1e-7)
+            np.testing.assert_allclose(
+                ravel(total), ravel(ref) * clip / np.linalg.norm(ravel(ref)), rtol=1e-4, atol=1e-7
+            )
     # a (users, k) mask drops single examples inside a user
     m2 = jnp.ones((n_users, k)).at[0, 1].set(0.0)
     t2, st = big.clipped_sum(params, Batch(x=xu, y=yu, mask=m2), key)
-    ref = jax.grad(lambda p: sum(cross_entropy(mlp(p, xu[u])[j], yu[u, j])
-                                 for u in range(n_users) for j in range(k) if not (u == 0 and j == 1)))(params)
+    ref = jax.grad(
+        lambda p: sum(
+            cross_entropy(mlp(p, xu[u])[j], yu[u, j])
+            for u in range(n_users)
+            for j in range(k)
+            if not (u == 0 and j == 1)
+        )
+    )(params)
     np.testing.assert_allclose(ravel(t2), ravel(ref), rtol=1e-5, atol=1e-6)
     assert float(st["num_units"]) == n_users and float(st["num_examples"]) == n_users * k - 1
 
@@ -305,7 +314,10 @@ def test_config_validation():
         DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=4, sampling="nope")
     cfg = DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=1024)
     assert cfg.padded_batch_size == 1024 + 192
-    assert DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=1024, sampling="shuffle").padded_batch_size == 1024
+    assert (
+        DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=1024, sampling="shuffle").padded_batch_size
+        == 1024
+    )
     with pytest.raises(ValueError):
         make_dpsgd_step(logits_fn=mlp_train, optimizer=optax.sgd(0.1), config=cfg, denoiser=D.alt_conv())
 

@@ -26,7 +26,10 @@ def test_features_follow_the_base_datasets_options_and_name_the_encoder():
     cfg["datasets"]["fashion_mnist"] = {"subset": 2000, "standin": False}
     cfg["datasets"]["cifar10"] = {"subset": 512, "standin": True}
     sid = fd.ssl_id(cfg)
-    assert plan.prepared_path(cfg, "fashion_mnist_simclr") == f"data/prepared/fashion_mnist_simclr-official-n2000-{sid}.npz"
+    assert (
+        plan.prepared_path(cfg, "fashion_mnist_simclr")
+        == f"data/prepared/fashion_mnist_simclr-official-n2000-{sid}.npz"
+    )
     assert plan.prepared_path(cfg, "cifar10_simclr") == f"data/prepared/cifar10_simclr-standin-n512-{sid}.npz"
     assert plan.data_source(cfg, "cifar10_simclr") == "standin"
     assert fd.encoder_dir(cfg, "cifar10", "standin-n512") == f"results/ssl/cifar10-standin-n512/{sid}"

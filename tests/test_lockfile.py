@@ -105,7 +105,8 @@ def test_read_pins_refuses_a_package_pinned_twice(tmp_path):
 def test_lock_status_names_a_package_that_differs_from_the_lock(tmp_path):
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "lock.txt").write_text(
-        "pytest==0.0.1 \\\n    --hash=sha256:00\nno-such-package-xyz==1.0 \\\n    --hash=sha256:00\n")
+        "pytest==0.0.1 \\\n    --hash=sha256:00\nno-such-package-xyz==1.0 \\\n    --hash=sha256:00\n"
+    )
     (tmp_path / "requirements" / "torch-cpu.txt").write_text("--index-url https://x\n")
     status = lockfile.lock_status(tmp_path)
     assert status["installed_matches_lock"] is False
@@ -130,8 +131,12 @@ def test_install_script_refuses_a_python_other_than_3_11(tmp_path):
     fake = tmp_path / "python3"
     fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'Python 3.10.4'; exit 0; fi\nexit 1\n")
     fake.chmod(0o755)
-    proc = subprocess.run(["bash", str(ROOT / "requirements" / "install.sh"), str(tmp_path / "venv")],
-                          env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)}, capture_output=True, text=True)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "requirements" / "install.sh"), str(tmp_path / "venv")],
+        env={"PATH": "/usr/bin:/bin", "PYTHON": str(fake)},
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "Python 3.11" in proc.stderr and "3.10.4" in proc.stderr
     assert not (tmp_path / "venv").exists()

@@ -18,10 +18,17 @@ def test_default_and_profile_configs_are_valid():
         validate_config(repo_config(*extra), SCHEMA)
 
 
-@pytest.mark.parametrize("files", [("cpu_report.yaml",), ("gpu_report.yaml",),
-                                   ("gpu_report.yaml", "gpu_report_ablation.yaml"), ("table6_fashion_mnist_cpu.yaml",),
-                                   ("gpu_report.yaml", "labeldp_pro_cpu.yaml"),
-                                   ("gpu_report.yaml", "gpu_report_label_dp_exact.yaml", "labeldp_pro_cpu.yaml")])
+@pytest.mark.parametrize(
+    "files",
+    [
+        ("cpu_report.yaml",),
+        ("gpu_report.yaml",),
+        ("gpu_report.yaml", "gpu_report_ablation.yaml"),
+        ("table6_fashion_mnist_cpu.yaml",),
+        ("gpu_report.yaml", "labeldp_pro_cpu.yaml"),
+        ("gpu_report.yaml", "gpu_report_label_dp_exact.yaml", "labeldp_pro_cpu.yaml"),
+    ],
+)
 def test_dated_report_configs_are_valid_and_plan(files):
     """The committed report configs validate and plan; the ablation's FISTA column lands on the
     committed ablation records' paths."""
@@ -41,21 +48,35 @@ def test_dated_report_configs_are_valid_and_plan(files):
         assert others and others <= t5
         conv = [r for r in pro if r.spec.variant == "converged_n32"]
         assert len(conv) == 2 * 6 * 3 and all(r.record_path not in t5 for r in conv)
-        assert {(r.spec.hparams["learning_rate"], r.spec.hparams["smoothing"], r.spec.options["alt_batch_size"],
-                 r.spec.options["vertices"], r.spec.options["projection_start"]) for r in conv} == {
-            (1.0, 1.0, 32, "clipped", "predicted"), (1.0, 0.85, 32, "clipped", "predicted")}
+        assert {
+            (
+                r.spec.hparams["learning_rate"],
+                r.spec.hparams["smoothing"],
+                r.spec.options["alt_batch_size"],
+                r.spec.options["vertices"],
+                r.spec.options["projection_start"],
+            )
+            for r in conv
+        } == {(1.0, 1.0, 32, "clipped", "predicted"), (1.0, 0.85, 32, "clipped", "predicted")}
         lam1 = [r for r in conv if r.spec.hparams["smoothing"] == 1.0]
-        assert sum((REPO / r.record_path).exists() for r in lam1 if r.spec.epsilon <= 0.5 and r.spec.epsilon >= 0.1) == 9
+        assert (
+            sum((REPO / r.record_path).exists() for r in lam1 if r.spec.epsilon <= 0.5 and r.spec.epsilon >= 0.1) == 9
+        )
         t2 = {r.record_path for r in plan.select_runs(cfg, ["table2_pro_cpu"])}
         assert {r.record_path for r in conv if r.spec.hparams["smoothing"] == 0.85 and r.spec.epsilon >= 0.1} <= t2
     if "gpu_report_ablation.yaml" in files:
         fista = [p for p in runs if "/labeldp_pro/altconv_fista/eps0.1/" in p and p.endswith("seed0.json")]
-        assert fista == ["reports/gpu-2026-11-22/ablation/results/mnist/labeldp_pro/altconv_fista/eps0.1/"
-                         "bs1024-C5.0-ep10-lr0.2-pssauto-ps100-lam0.75/seed0.json"]
+        assert fista == [
+            "reports/gpu-2026-11-22/ablation/results/mnist/labeldp_pro/altconv_fista/eps0.1/"
+            "bs1024-C5.0-ep10-lr0.2-pssauto-ps100-lam0.75/seed0.json"
+        ]
         assert (REPO / fista[0]).exists()
         # FISTA at n2 = 1024: 200 iterations land on the committed records, with that batch
-        n1024 = [r for r in plan.select_runs(cfg, ["ablation_mnist"], methods={"labeldp_pro"}, epsilons={0.1},
-                                             seeds={0}) if r.spec.variant == "altconv_fista_n1024"]
+        n1024 = [
+            r
+            for r in plan.select_runs(cfg, ["ablation_mnist"], methods={"labeldp_pro"}, epsilons={0.1}, seeds={0})
+            if r.spec.variant == "altconv_fista_n1024"
+        ]
         assert sorted(r.spec.hparams["proj_steps"] for r in n1024) == [200, 500]
         assert all(r.spec.options["alt_batch_size"] == 1024 for r in n1024)
         s200 = next(r.record_path for r in n1024 if r.spec.hparams["proj_steps"] == 200)
@@ -71,7 +92,9 @@ def test_hp_id_is_readable_and_order_independent():
 def test_method_only_spans_its_own_axes():
     cfg = repo_config()
     t = "table5_mnist"
-    col = plan.Column(id="nonprivate", label="", method="nonprivate", variant="default", ref_method=None, ref_variant=None)
+    col = plan.Column(
+        id="nonprivate", label="", method="nonprivate", variant="default", ref_method=None, ref_variant=None
+    )
     runs = plan.cell_runs(cfg, t, col, math.inf)
     # non-private ignores clip norm and projection axes: 4 lr x 3 epochs x 1 batch x 3 seeds
     assert len(runs) == 4 * 3 * 1 * 3
@@ -85,10 +108,14 @@ def test_optional_axes_are_searched_only_where_the_grid_lists_them():
     # the full grid lists LP-2ST's mixup axes: 4 lr x 3 epochs x 3 stage-1 x 2 stage-2 alphas x 3 seeds
     assert len(full) == 4 * 3 * 3 * 2 * 3
     assert {(r.spec.hparams["mixup_alpha1"], r.spec.hparams["mixup_alpha2"]) for r in full} == {
-        (a1, a2) for a1 in (0.0, 4.0, 8.0) for a2 in (0.0, 4.0)}
+        (a1, a2) for a1 in (0.0, 4.0, 8.0) for a2 in (0.0, 4.0)
+    }
     assert len({r.record_path for r in full}) == len(full)
-    ids = {(r.spec.hparams["mixup_alpha1"], r.spec.hparams["mixup_alpha2"]): r.record_path.split("/")[-2]
-           for r in full if r.spec.hparams["learning_rate"] == 0.2 and r.spec.hparams["epochs"] == 10}
+    ids = {
+        (r.spec.hparams["mixup_alpha1"], r.spec.hparams["mixup_alpha2"]): r.record_path.split("/")[-2]
+        for r in full
+        if r.spec.hparams["learning_rate"] == 0.2 and r.spec.hparams["epochs"] == 10
+    }
     # an optional axis at its default is left out of the id: one computation, one record name
     assert ids[(0.0, 0.0)] == "bs1024-ep10-lr0.2"
     assert ids[(4.0, 0.0)] == "bs1024-ep10-lr0.2-mix1a4.0"
@@ -160,8 +187,10 @@ def test_private_runs_carry_delta_and_nonprivate_delta_zero(monkeypatch):
         (lambda c: c.__setitem__("delta", 0), "delta"),
         (lambda c: c.__setitem__("accountant", "moments"), "accountant"),
         (lambda c: c["tables"]["table5_mnist"].__setitem__("dataset", "svhn"), "tables.table5_mnist.dataset"),
-        (lambda c: c["tables"]["table5_mnist"]["columns"].append({"id": "x", "method": "magic"}),
-         "tables.table5_mnist.columns.x.method"),
+        (
+            lambda c: c["tables"]["table5_mnist"]["columns"].append({"id": "x", "method": "magic"}),
+            "tables.table5_mnist.columns.x.method",
+        ),
         (lambda c: c.__setitem__("grid", "huge"), "grid"),
         (lambda c: c.__setitem__("sedes", [0]), "sedes"),
         (lambda c: c["datasets"].__setitem__("svhn", {}), "datasets"),
@@ -204,12 +233,16 @@ def test_calibration_relation_reaches_dpsgd_family_runs_only():
     records get their own directory, the label randomizers share theirs between both tables."""
     from labeldp.config import load_workflow_config
 
-    cfg = load_workflow_config(REPO / "workflow/config/gpu_report.yaml",
-                               REPO / "workflow/config/gpu_report_label_dp_exact.yaml")
-    exact = {(r.spec.method, r.spec.epsilon, r.spec.seed): r for r in
-             plan.select_runs(cfg, ["table5_mnist_label_dp_exact"], epsilons={1.0})}
-    paper = {(r.spec.method, r.spec.epsilon, r.spec.seed): r for r in
-             plan.select_runs(cfg, ["table5_mnist"], epsilons={1.0})}
+    cfg = load_workflow_config(
+        REPO / "workflow/config/gpu_report.yaml", REPO / "workflow/config/gpu_report_label_dp_exact.yaml"
+    )
+    exact = {
+        (r.spec.method, r.spec.epsilon, r.spec.seed): r
+        for r in plan.select_runs(cfg, ["table5_mnist_label_dp_exact"], epsilons={1.0})
+    }
+    paper = {
+        (r.spec.method, r.spec.epsilon, r.spec.seed): r for r in plan.select_runs(cfg, ["table5_mnist"], epsilons={1.0})
+    }
     for m in ("dpsgd", "labeldp_pro"):
         assert exact[(m, 1.0, 0)].spec.calibration_relation == "label_substitution"
         assert "/default-labelsub/" in exact[(m, 1.0, 0)].record_path
@@ -271,8 +304,11 @@ def test_a_batch_larger_than_the_data_is_refused_before_any_job_naming_the_key()
     cfg = repo_config("smoke.yaml")
     batch_fit.check_batches_fit(cfg, plan.runs_by_table(cfg))  # the smoke grid fits its subsets
     cfg["datasets"]["mnist"] = {"subset": 32, "standin": False}  # the smoke grid's DP batch is 64
-    with pytest.raises(ConfigError, match=r"batch_size = 64, more than the 32 training examples.*lower batch_size in "
-                                          r"grids\.smoke\..*datasets\.mnist\.subset"):
+    with pytest.raises(
+        ConfigError,
+        match=r"batch_size = 64, more than the 32 training examples.*lower batch_size in "
+        r"grids\.smoke\..*datasets\.mnist\.subset",
+    ):
         batch_fit.check_batches_fit(cfg, plan.runs_by_table(cfg))
 
 

@@ -23,12 +23,17 @@ def test_hours_grow_with_the_work():
     cfg = repo_config("smoke.yaml")
     costs = plan_cost.load_costs()
     run = plan.select_runs(cfg, ["table15"], methods=["dpsgd"])[0]
-    longer = plan.PlannedRun(spec=type(run.spec)(**{**run.spec.__dict__,
-                                                    "hparams": {**run.spec.hparams, "epochs": 10 * run.spec.hparams["epochs"]}}),
-                             record_path="x", prepared_path=run.prepared_path)
+    longer = plan.PlannedRun(
+        spec=type(run.spec)(
+            **{**run.spec.__dict__, "hparams": {**run.spec.hparams, "epochs": 10 * run.spec.hparams["epochs"]}}
+        ),
+        record_path="x",
+        prepared_path=run.prepared_path,
+    )
     for device in ("cpu", "gpu"):
         assert plan_cost.run_seconds(longer, config=cfg, device=device, costs=costs) > plan_cost.run_seconds(
-            run, config=cfg, device=device, costs=costs)
+            run, config=cfg, device=device, costs=costs
+        )
 
 
 def test_a_full_table_points_the_user_elsewhere():
@@ -50,8 +55,13 @@ def test_a_runs_fixed_cost_can_depend_on_its_method():
     costs = {**plan_cost.load_costs(), "seconds_per_run": {"cpu": 6.0, "gpu": {"default": 10.0, "dpsgd": 0.5}}}
     dp = plan.select_runs(cfg, ["table15"], methods=["dpsgd"])[0]
     rr = plan.select_runs(cfg, ["table15"], methods=["rr"])[0]
-    zero = {**costs, "seconds_per_step": {d: {m: {"sgd": 0.0, "dpsgd": 0.0, "labeldp_pro": {1024: 0.0}}
-                                              for m in costs["seconds_per_step"][d]} for d in ("cpu", "gpu")}}
+    zero = {
+        **costs,
+        "seconds_per_step": {
+            d: {m: {"sgd": 0.0, "dpsgd": 0.0, "labeldp_pro": {1024: 0.0}} for m in costs["seconds_per_step"][d]}
+            for d in ("cpu", "gpu")
+        },
+    }
     assert plan_cost.run_seconds(dp, config=cfg, device="gpu", costs=zero) == pytest.approx(0.5)
     assert plan_cost.run_seconds(rr, config=cfg, device="gpu", costs=zero) == pytest.approx(10.0)
     assert plan_cost.run_seconds(dp, config=cfg, device="cpu", costs=zero) == pytest.approx(6.0)

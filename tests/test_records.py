@@ -8,7 +8,12 @@ from labeldp import records
 
 def _minimal():
     return {k: {} for k in records.REQUIRED_KEYS} | {
-        "schema_version": 1, "run_id": "x", "method": "m", "variant": "default", "seed": 0, "created": "now",
+        "schema_version": 1,
+        "run_id": "x",
+        "method": "m",
+        "variant": "default",
+        "seed": 0,
+        "created": "now",
         "privacy": {"target_epsilon": 1.0, "epsilon": 0.99, "delta": 1e-5, "valid": True},
         "metrics": {"test_accuracy_pct": 50.0},
     }
@@ -92,8 +97,14 @@ def test_runner_takes_the_revision_before_training(tmp_path, monkeypatch):
 
     revisions = iter([{"commit": "start", "dirty": False}] + [{"commit": "later", "dirty": False}] * 10)
     monkeypatch.setattr(records, "git_revision", lambda repo_dir=None: next(revisions))
-    result = MethodResult(metrics={"test_accuracy_pct": 50.0}, privacy=PrivacyOutcome(epsilon=1.0, delta=0.0, valid=True,
-                          mechanism="test", neighboring_relation="label_substitution"), timings={}, details={})
+    result = MethodResult(
+        metrics={"test_accuracy_pct": 50.0},
+        privacy=PrivacyOutcome(
+            epsilon=1.0, delta=0.0, valid=True, mechanism="test", neighboring_relation="label_substitution"
+        ),
+        timings={},
+        details={},
+    )
     monkeypatch.setattr(runner, "run_spec", lambda spec, data: result)
     import numpy as np
     import types
@@ -156,7 +167,9 @@ def test_a_stated_revision_is_kept_beside_the_one_git_detects(tmp_path, monkeypa
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     (tmp_path / "code.py").write_text("x = 1\n")
     subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True)
-    subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "init"], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["git", "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "init"], cwd=tmp_path, check=True
+    )
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
     monkeypatch.delenv("LABELDP_GIT_REVISION", raising=False)
     assert records.git_revision(tmp_path) == {"commit": head, "dirty": False}
@@ -172,8 +185,10 @@ def test_table_header_names_stated_and_dirty_revisions():
 
     assert _revision_text({"commit": "aaa", "dirty": False}) == "aaa"
     assert _revision_text({"commit": "aaa", "dirty": True}) == "aaa+dirty"
-    assert _revision_text({"commit": "aaa", "dirty": True, "stated": {"commit": "bbb", "dirty": False}}) == \
-        "aaa+dirty (stated: bbb)"
+    assert (
+        _revision_text({"commit": "aaa", "dirty": True, "stated": {"commit": "bbb", "dirty": False}})
+        == "aaa+dirty (stated: bbb)"
+    )
     assert _revision_text({"commit": "bbb", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb"
     # a short stated hash of the detected commit is the same revision
     assert _revision_text({"commit": "bbb123", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb123"
@@ -191,10 +206,12 @@ def test_a_privacy_outcome_must_state_its_relation():
     with pytest.raises(ValueError, match="states no neighbouring relation"):
         PrivacyOutcome(epsilon=1.0, delta=0.0, mechanism="m").to_dict(target_epsilon=1.0)
     with pytest.raises(ValueError, match="epsilon_by_relation"):
-        PrivacyOutcome(epsilon=1.0, delta=1e-5, mechanism="m", accounting={"event": {}},
-                       neighboring_relation="add_or_remove").to_dict(target_epsilon=1.0)
+        PrivacyOutcome(
+            epsilon=1.0, delta=1e-5, mechanism="m", accounting={"event": {}}, neighboring_relation="add_or_remove"
+        ).to_dict(target_epsilon=1.0)
     d = PrivacyOutcome(epsilon=1.0, delta=0.0, mechanism="m", neighboring_relation="label_substitution").to_dict(
-        target_epsilon=1.0)
+        target_epsilon=1.0
+    )
     assert d["epsilon_by_relation"] == {"label_substitution": 1.0}
 
 

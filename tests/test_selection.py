@@ -10,8 +10,7 @@ import pytest
 
 from labeldp import accounting
 from labeldp.methods.base import PrivacyOutcome, RunSpec
-from labeldp.selection import (noisy_accuracy_pct, release_validation_labels, validation_split,
-                               with_validation_release)
+from labeldp.selection import noisy_accuracy_pct, release_validation_labels, validation_split, with_validation_release
 
 
 def test_the_split_is_fixed_disjoint_and_complete():
@@ -34,12 +33,19 @@ def test_the_held_out_labels_are_released_once_by_k_ary_rr():
 
 def test_a_run_scoring_on_the_release_is_max_of_both_epsilons_under_each_relation():
     acc = accounting.account_dpsgd(target_epsilon=0.5, target_delta=1e-5, sampling_rate=0.02, steps=50)
-    p = PrivacyOutcome(epsilon=float(acc.epsilon), delta=1e-5, mechanism="dpsgd", accounting=acc.to_dict(),
-                       neighboring_relation="add_or_remove", epsilon_by_relation=dict(acc.epsilon_by_relation))
+    p = PrivacyOutcome(
+        epsilon=float(acc.epsilon),
+        delta=1e-5,
+        mechanism="dpsgd",
+        accounting=acc.to_dict(),
+        neighboring_relation="add_or_remove",
+        epsilon_by_relation=dict(acc.epsilon_by_relation),
+    )
     out = with_validation_release(p, epsilon=0.8, fraction=0.1)
     assert out.epsilon == pytest.approx(0.8) and out.epsilon_by_relation["add_or_remove"] == pytest.approx(0.8)
     assert out.epsilon_by_relation["label_substitution"] == pytest.approx(
-        max(0.8, acc.epsilon_by_relation["label_substitution"]))
+        max(0.8, acc.epsilon_by_relation["label_substitution"])
+    )
     assert out.accounting["validation_release"]["epsilon"] == 0.8 and out.accounting["event"] == acc.to_dict()["event"]
     low = with_validation_release(p, epsilon=0.1, fraction=0.1)  # a cheaper release costs nothing extra
     assert low.epsilon == pytest.approx(p.epsilon)
@@ -49,9 +55,16 @@ def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release()
     from labeldp.methods import registry
     from tests.baselines.test_label_baselines import _fake_data
 
-    spec = RunSpec(dataset="mnist", method="dpsgd", variant="heldout10", epsilon=0.5, delta=1e-5, seed=0,
-                   hparams=dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=1.0),
-                   options={"validation_fraction": 0.25, "validation_epsilon": 3.0})
+    spec = RunSpec(
+        dataset="mnist",
+        method="dpsgd",
+        variant="heldout10",
+        epsilon=0.5,
+        delta=1e-5,
+        seed=0,
+        hparams=dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=1.0),
+        options={"validation_fraction": 0.25, "validation_epsilon": 3.0},
+    )
     res = registry.get_method("dpsgd").run(_fake_data(n_train=256, n_test=32), spec)
     d = res.details
     assert d["n_fit"] == 192 and d["n_validation"] == 64 and res.details["steps"] == 192 // 64

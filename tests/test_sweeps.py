@@ -86,9 +86,14 @@ def test_full_reproduction_is_a_few_thousand_jobs():
 def _prepared(path: Path, n_train=192, n_test=64) -> Path:
     rng = np.random.default_rng(0)
     meta = {"num_classes": 10, "dataset": "mnist", "source": "synthetic_standin", "subset": None, "kind": "image"}
-    np.savez(path, x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-             y_train=rng.integers(0, 10, n_train), x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
-             y_test=rng.integers(0, 10, n_test), metadata=np.asarray(json.dumps(meta)))
+    np.savez(
+        path,
+        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
+        y_train=rng.integers(0, 10, n_train),
+        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
+        y_test=rng.integers(0, 10, n_test),
+        metadata=np.asarray(json.dumps(meta)),
+    )
     return path
 
 
@@ -96,12 +101,23 @@ def _payload(tmp_path: Path, lrs=(0.1, 0.3), seeds=(0, 1)) -> dict:
     runs = []
     for lr in lrs:
         for seed in seeds:
-            spec = RunSpec(dataset="mnist", method="dpsgd", variant="default", epsilon=1.0, delta=1e-5, seed=seed,
-                           hparams=dict(learning_rate=lr, epochs=1, batch_size=64, clip_norm=1.0), profile="smoke")
+            spec = RunSpec(
+                dataset="mnist",
+                method="dpsgd",
+                variant="default",
+                epsilon=1.0,
+                delta=1e-5,
+                seed=seed,
+                hparams=dict(learning_rate=lr, epochs=1, batch_size=64, clip_norm=1.0),
+                profile="smoke",
+            )
             runs.append((spec, str(tmp_path / "results" / f"{plan.run_id(spec)}.json")))
     common = {k: v for k, v in runs[0][0].to_dict().items() if k not in ("hparams", "seed")}
-    return {"id": "mnist/dpsgd/default/eps1.0/sweep-test", "common": common,
-            "runs": [[dict(s.hparams), s.seed, p] for s, p in runs]}
+    return {
+        "id": "mnist/dpsgd/default/eps1.0/sweep-test",
+        "common": common,
+        "runs": [[dict(s.hparams), s.seed, p] for s, p in runs],
+    }
 
 
 def _stable(record: dict) -> dict:
@@ -118,7 +134,7 @@ def test_a_sweep_writes_the_records_of_single_runs(tmp_path):
     marker = tmp_path / "marker.json"
     assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 0
     assert json.loads(marker.read_text())["records"] == [p for _, _, p in payload["runs"]]
-    for (spec, path) in sweeps.Sweep.specs_from_dict(payload):
+    for spec, path in sweeps.Sweep.specs_from_dict(payload):
         single = tmp_path / "single" / Path(path).name
         runner.main(["--spec", json.dumps(spec.to_dict()), "--data", str(data), "--out", str(single)])
         a, b = json.loads(Path(path).read_text()), json.loads(single.read_text())
@@ -135,9 +151,13 @@ def test_a_failed_run_leaves_no_marker_and_the_rest_is_trained(tmp_path, monkeyp
     data = _prepared(tmp_path / "mnist.npz")
     payload = _payload(tmp_path, lrs=(0.1,), seeds=(0, 1, 2))
     real = sweep_runner.run_and_record
-    monkeypatch.setattr(sweep_runner, "run_and_record",
-                        lambda spec, data, config=None: (_ for _ in ()).throw(RuntimeError("boom")) if spec.seed == 1
-                        else real(spec, data, config=config))
+    monkeypatch.setattr(
+        sweep_runner,
+        "run_and_record",
+        lambda spec, data, config=None: (
+            (_ for _ in ()).throw(RuntimeError("boom")) if spec.seed == 1 else real(spec, data, config=config)
+        ),
+    )
     marker = tmp_path / "marker.json"
     assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 1
     assert not marker.exists()
@@ -153,8 +173,17 @@ def test_a_killed_sweep_keeps_its_records_and_a_rerun_trains_only_the_rest(tmp_p
     payload = _payload(tmp_path, lrs=(0.1, 0.2, 0.3), seeds=(0, 1))
     paths = [p for _, _, p in payload["runs"]]
     marker = tmp_path / "marker.json"
-    cmd = [sys.executable, "-m", "labeldp.sweep_runner", "--sweep", json.dumps(payload), "--data", str(data),
-           "--marker", str(marker)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "labeldp.sweep_runner",
+        "--sweep",
+        json.dumps(payload),
+        "--data",
+        str(data),
+        "--marker",
+        str(marker),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300

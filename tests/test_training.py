@@ -40,7 +40,7 @@ def test_mixup_is_one_convex_combination_of_a_permuted_batch():
 @pytest.mark.parametrize("alpha", [0.5, 4.0])
 def test_mixup_weight_has_the_beta_distribution(alpha):
     # lam ~ Beta(alpha, alpha): mean 1/2, variance 1 / (4 (2 alpha + 1))
-    b, k = 2, 2
+    b = 2
     x = jnp.zeros((b, 1))
     w = jnp.asarray([[1.0, 0.0], [0.0, 1.0]])
     keys = jax.random.split(jax.random.key(0), 4000)
@@ -134,9 +134,15 @@ def test_l2_penalty_is_the_gradient_of_c_times_the_squared_norm_and_defaults_are
     np.testing.assert_array_equal(got, np.stack(want))
 
 
-@pytest.mark.parametrize("kw,match", [({"lr_schedule": "cosine"}, "lr_schedule must be one of"),
-                                      ({"warmup_fraction": 1.0}, "warmup_fraction"),
-                                      ({"l2": -1.0}, "l2 must be"), ({"momentum": 1.0}, "momentum must be")])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"lr_schedule": "cosine"}, "lr_schedule must be one of"),
+        ({"warmup_fraction": 1.0}, "warmup_fraction"),
+        ({"l2": -1.0}, "l2 must be"),
+        ({"momentum": 1.0}, "momentum must be"),
+    ],
+)
 def test_recipe_settings_are_checked(kw, match):
     with pytest.raises(ValueError, match=match):
         TrainConfig(learning_rate=0.1, epochs=1, **kw)
@@ -146,21 +152,41 @@ def test_a_variants_recipe_options_reach_the_train_config():
     from labeldp.methods.base import RunSpec
     from labeldp.methods.common import train_config
 
-    spec = RunSpec(dataset="mnist", method="lp_2st", variant="recipe001", epsilon=1.0, delta=0.0, seed=0,
-                   hparams={"learning_rate": 0.02, "epochs": 2, "batch_size": 265},
-                   options={"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "l2": 1e-4})
+    spec = RunSpec(
+        dataset="mnist",
+        method="lp_2st",
+        variant="recipe001",
+        epsilon=1.0,
+        delta=0.0,
+        seed=0,
+        hparams={"learning_rate": 0.02, "epochs": 2, "batch_size": 265},
+        options={"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "l2": 1e-4},
+    )
     cfg = train_config(spec)
     assert (cfg.momentum, cfg.lr_schedule, cfg.warmup_fraction, cfg.l2) == (0.9, "warmup_linear_decay", 0.15, 1e-4)
-    plain = train_config(RunSpec(dataset="mnist", method="rr", variant="default", epsilon=1.0, delta=0.0, seed=0,
-                                 hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64}))
+    plain = train_config(
+        RunSpec(
+            dataset="mnist",
+            method="rr",
+            variant="default",
+            epsilon=1.0,
+            delta=0.0,
+            seed=0,
+            hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64},
+        )
+    )
     assert (plain.momentum, plain.lr_schedule, plain.l2) == (0.0, "constant", 0.0)
 
 
 def test_warmup_piecewise_rises_then_drops_by_ten_at_30_60_90_percent():
     """001 Appendix B (CIFAR): linear warm-up over 15% of the steps, then constant with 10x drops at 30/60/90%."""
     steps, peak = 100, 0.4
-    lr = -_sgd_updates(TrainConfig(learning_rate=peak, epochs=1, lr_schedule="warmup_piecewise"), grads=jnp.ones(()),
-                       params=jnp.zeros(()), steps=steps)
+    lr = -_sgd_updates(
+        TrainConfig(learning_rate=peak, epochs=1, lr_schedule="warmup_piecewise"),
+        grads=jnp.ones(()),
+        params=jnp.zeros(()),
+        steps=steps,
+    )
     np.testing.assert_allclose(lr[:16], peak * np.arange(16) / 15, rtol=1e-5, atol=1e-9)
     for lo, hi, value in ((15, 30, peak), (30, 60, peak / 10), (60, 90, peak / 100), (90, 100, peak / 1000)):
         np.testing.assert_allclose(lr[lo:hi], value, rtol=1e-5)
@@ -179,7 +205,12 @@ def test_confusion_matrix_counts_every_test_example_once_and_init_is_the_trainin
     assert m.sum() == 50 and (m.sum(axis=1) == np.bincount(y, minlength=10)).all()
     assert (m.sum(axis=0) == np.bincount(pred, minlength=10)).all() and np.trace(m) == int((pred == y).sum())
     # train_weighted at step size 0 returns exactly the parameters it started from
-    res = train_weighted(spec, x_train=x, target_weights=one_hot(y, 10), seed=3,
-                         config=TrainConfig(learning_rate=0.0, epochs=1, batch_size=16, progress=False))
+    res = train_weighted(
+        spec,
+        x_train=x,
+        target_weights=one_hot(y, 10),
+        seed=3,
+        config=TrainConfig(learning_rate=0.0, epochs=1, batch_size=16, progress=False),
+    )
     for a, b in zip(jax.tree_util.tree_leaves(res.params), jax.tree_util.tree_leaves(params)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -53,13 +53,20 @@ within 0.02 % below the target.
 """
 
 from labeldp.accounting.checks import (
-    DEFAULT_RELATION, NEIGHBORING_RELATIONS, RELATIONS, RELATIVE_DISCRETIZATION,
-    check_relation)
+    DEFAULT_RELATION,
+    NEIGHBORING_RELATIONS,
+    RELATIONS,
+    RELATIVE_DISCRETIZATION,
+    check_relation,
+)
 from labeldp.accounting.epsilon import (
-    calibrate_noise_multiplier, dpsgd_epsilon, dpsgd_event, event_epsilon,
-    make_accountant)
-from labeldp.accounting.records import (
-    AccountingRecord, account_dpsgd, dpsgd_record, epsilons_by_relation)
+    calibrate_noise_multiplier,
+    dpsgd_epsilon,
+    dpsgd_event,
+    event_epsilon,
+    make_accountant,
+)
+from labeldp.accounting.records import AccountingRecord, account_dpsgd, dpsgd_record, epsilons_by_relation
 from labeldp.accounting.events import describe_event, event_from_description
 
 __all__ = [

@@ -42,87 +42,80 @@ _LEGACY_NAMES = {"add_or_remove_one": "add_or_remove"}
 
 
 def _check_positive(value: Any, name: str) -> float:
-  try:
-    v = float(value)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be a positive float, got {value!r}.") from None
-  if not math.isfinite(v) or v <= 0:
-    raise ValueError(f"{name} must be a positive finite float, got {value!r}.")
-  return v
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a positive float, got {value!r}.") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a positive finite float, got {value!r}.")
+    return v
 
 
 def _check_sampling_rate(q: Any) -> float:
-  try:
-    v = float(q)
-  except (TypeError, ValueError):
-    raise ValueError(
-        f"sampling_rate must be a float in (0, 1], got {q!r}.") from None
-  if not 0.0 < v <= 1.0:
-    raise ValueError(
-        f"sampling_rate must be in (0, 1] (expected batch size / data set "
-        f"size, n1 / n), got {q!r}.")
-  return v
+    try:
+        v = float(q)
+    except (TypeError, ValueError):
+        raise ValueError(f"sampling_rate must be a float in (0, 1], got {q!r}.") from None
+    if not 0.0 < v <= 1.0:
+        raise ValueError(f"sampling_rate must be in (0, 1] (expected batch size / data set size, n1 / n), got {q!r}.")
+    return v
 
 
 def _check_steps(steps: Any) -> int:
-  if isinstance(steps, bool) or not isinstance(
-      steps, numbers.Integral) or steps < 1:
-    raise ValueError(
-        f"steps must be an integer >= 1 (number of noisy gradient steps), "
-        f"got {steps!r}.")
-  return int(steps)
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1 (number of noisy gradient steps), got {steps!r}.")
+    return int(steps)
 
 
 def _check_delta(delta: Any, name: str = "delta") -> float:
-  try:
-    v = float(delta)
-  except (TypeError, ValueError):
-    raise ValueError(f"{name} must be a float in (0, 1), got {delta!r}.") from None
-  if not 0.0 < v < 1.0:
-    raise ValueError(
-        f"{name} must be in (0, 1) (e.g. 1e-5, or 1 / n_users), got "
-        f"{delta!r}.")
-  return v
+    try:
+        v = float(delta)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a float in (0, 1), got {delta!r}.") from None
+    if not 0.0 < v < 1.0:
+        raise ValueError(f"{name} must be in (0, 1) (e.g. 1e-5, or 1 / n_users), got {delta!r}.")
+    return v
 
 
 def _check_accountant(accountant: Any) -> str:
-  if accountant not in ("pld", "rdp"):
-    raise ValueError(
-        f"accountant must be 'pld' (default) or 'rdp', got {accountant!r}.")
-  return accountant
+    if accountant not in ("pld", "rdp"):
+        raise ValueError(f"accountant must be 'pld' (default) or 'rdp', got {accountant!r}.")
+    return accountant
 
 
 def check_relation(relation: Any) -> str:
-  """The canonical name of a neighbouring relation.
+    """The canonical name of a neighbouring relation.
 
-  Args:
-    relation: ``'add_or_remove'`` or ``'label_substitution'`` (the legacy
-      record spelling ``'add_or_remove_one'`` is accepted).
+    Args:
+      relation: ``'add_or_remove'`` or ``'label_substitution'`` (the legacy
+        record spelling ``'add_or_remove_one'`` is accepted).
 
-  Returns:
-    The canonical name.
+    Returns:
+      The canonical name.
 
-  Raises:
-    ValueError: any other value, naming the accepted ones.
-  """
-  relation = _LEGACY_NAMES.get(relation, relation)
-  if relation not in NEIGHBORING_RELATIONS:
-    raise ValueError(
-        f"neighboring_relation must be one of {list(RELATIONS)} "
-        "('add_or_remove': the papers' convention; 'label_substitution': "
-        f"label DP exactly, dp_accounting's REPLACE_ONE), got {relation!r}.")
-  return relation
+    Raises:
+      ValueError: any other value, naming the accepted ones.
+    """
+    relation = _LEGACY_NAMES.get(relation, relation)
+    if relation not in NEIGHBORING_RELATIONS:
+        raise ValueError(
+            f"neighboring_relation must be one of {list(RELATIONS)} "
+            "('add_or_remove': the papers' convention; 'label_substitution': "
+            f"label DP exactly, dp_accounting's REPLACE_ONE), got {relation!r}."
+        )
+    return relation
 
 
 def _check_accountant_relation(accountant: str, relation: str) -> None:
-  if accountant == "rdp" and relation != "add_or_remove":
-    raise ValueError(
-        "dp_accounting's RDP accountant has no REPLACE_ONE analysis of the "
-        "Poisson-subsampled Gaussian, so it cannot account under "
-        f"neighboring_relation={relation!r}; use accountant='pld'.")
+    if accountant == "rdp" and relation != "add_or_remove":
+        raise ValueError(
+            "dp_accounting's RDP accountant has no REPLACE_ONE analysis of the "
+            "Poisson-subsampled Gaussian, so it cannot account under "
+            f"neighboring_relation={relation!r}; use accountant='pld'."
+        )
 
 
 def _check_vdi(vdi: Any) -> Optional[float]:
-  if vdi is None:
-    return None
-  return _check_positive(vdi, "value_discretization_interval")
+    if vdi is None:
+        return None
+    return _check_positive(vdi, "value_discretization_interval")

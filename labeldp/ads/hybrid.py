@@ -135,8 +135,10 @@ def _phase1(model: AdsMLP, params, x_num, x_cat, weights, cfg: HybridConfig, see
     n = weights.shape[0]
     bs = min(cfg.batch_size, n)
     per_epoch = -(-n // bs)
-    step = make_sgd_step(optimizer=_optimizer(cfg.optimizers[0], cfg.learning_rate, per_epoch * cfg.epochs),
-                         logits_fn=two_class_logits(model, truncated=True))
+    step = make_sgd_step(
+        optimizer=_optimizer(cfg.optimizers[0], cfg.learning_rate, per_epoch * cfg.epochs),
+        logits_fn=two_class_logits(model, truncated=True),
+    )
     state = step.init(params)
     rng = np.random.default_rng([seed, 11])
     key = jax.random.PRNGKey(seed)
@@ -147,27 +149,54 @@ def _phase1(model: AdsMLP, params, x_num, x_cat, weights, cfg: HybridConfig, see
         idx = np.concatenate([order, order[:pad]]) if pad else order
         mask = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
         for b in range(per_epoch):
-            sl = idx[b * bs:(b + 1) * bs]
-            state, info = step(state, Batch(x=(x_num[sl], x_cat[sl]), y=weights[sl], mask=mask[b * bs:(b + 1) * bs]),
-                               jax.random.fold_in(key, int(state.step)))
+            sl = idx[b * bs : (b + 1) * bs]
+            state, info = step(
+                state,
+                Batch(x=(x_num[sl], x_cat[sl]), y=weights[sl], mask=mask[b * bs : (b + 1) * bs]),
+                jax.random.fold_in(key, int(state.step)),
+            )
             losses.append(info.loss)
     return state.params, [float(v) for v in jax.device_get(losses)]
 
 
 def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, plan: DPTrainingPlan, seed: int):
-    dp = DPSGDConfig(clip_norm=cfg.clip_norm, noise_multiplier=plan.noise_multiplier,
-                     expected_batch_size=plan.expected_batch_size, sampling=plan.sampling)
+    dp = DPSGDConfig(
+        clip_norm=cfg.clip_norm,
+        noise_multiplier=plan.noise_multiplier,
+        expected_batch_size=plan.expected_batch_size,
+        sampling=plan.sampling,
+    )
     logits = two_class_logits(model)
-    step = make_dpsgd_step(optimizer=_optimizer(cfg.optimizers[1], cfg.dp_learning_rate, plan.steps), config=dp,
-                           logits_fn=logits, tapped_fn=logits.tapped)
-    loop = run_dp_loop(step=step, state=step.init(params), plan=plan, seed=seed, key=split_init_key(seed)[0],
-                       gather=lambda idx: (x_num[idx], x_cat[idx]), labels=y)
+    step = make_dpsgd_step(
+        optimizer=_optimizer(cfg.optimizers[1], cfg.dp_learning_rate, plan.steps),
+        config=dp,
+        logits_fn=logits,
+        tapped_fn=logits.tapped,
+    )
+    loop = run_dp_loop(
+        step=step,
+        state=step.init(params),
+        plan=plan,
+        seed=seed,
+        key=split_init_key(seed)[0],
+        gather=lambda idx: (x_num[idx], x_cat[idx]),
+        labels=y,
+    )
     return loop, step.describe()
 
 
-def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, eps1: float,
-                 plan: DPTrainingPlan | None, cfg: HybridConfig, seed: int,
-                 phase1_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[str, Any]:
+def train_hybrid(
+    model: AdsMLP,
+    *,
+    x_num: np.ndarray,
+    x_cat: np.ndarray,
+    y: np.ndarray,
+    eps1: float,
+    plan: DPTrainingPlan | None,
+    cfg: HybridConfig,
+    seed: int,
+    phase1_rows: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """Runs the phases that have budget: phase 1 when ``eps1 > 0``, phase 2 when ``plan`` is given.
 
     Args:
@@ -193,16 +222,18 @@ def train_hybrid(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.n
     out: dict[str, Any] = {"label_noise_rate": None, "phase1_loss": None, "phase2_loss": None, "phase2_steps": 0}
     if eps1 > 0:
         xn1, xc1, y1 = phase1_rows if phase1_rows is not None else (x_num, x_cat, y)
-        noisy = randomized_response(np.asarray(y1, np.int64), num_classes=2, epsilon=eps1,
-                                    rng=np.random.default_rng([seed, 1, 2]))
+        noisy = randomized_response(
+            np.asarray(y1, np.int64), num_classes=2, epsilon=eps1, rng=np.random.default_rng([seed, 1, 2])
+        )
         out["label_noise_rate"] = float(np.mean(noisy != y1))
         params, l1 = _phase1(model, params, xn1, xc1, debiased_rr_weights(noisy, eps1=eps1), cfg, seed)
-        out["phase1_loss"] = float(np.mean(l1[-max(1, len(l1) // 10):]))
+        out["phase1_loss"] = float(np.mean(l1[-max(1, len(l1) // 10) :]))
     if plan is not None:
         if plan.n != int(y.shape[0]):
             raise ValueError(f"phase 2's plan is for {plan.n} rows, the data has {y.shape[0]}")
-        loop, out["phase2_clipping"] = _phase2(model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, plan=plan,
-                                               seed=seed)
+        loop, out["phase2_clipping"] = _phase2(
+            model, params, x_num, x_cat, np.asarray(y, np.int32), cfg, plan=plan, seed=seed
+        )
         params = loop.state.params
         out["phase2_loss"] = loop.final_loss if loop.losses else None
         out["phase2_steps"] = loop.steps

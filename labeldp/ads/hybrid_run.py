@@ -36,10 +36,13 @@ def _model(data):
     cats, nums = data.metadata.get("categorical_features", []), data.metadata.get("numerical_features", [])
     if len(cats) != len(data.cat_vocab_sizes):
         raise ValueError(f"{data.name}: metadata categorical_features does not match the vocabularies")
-    model = AdsMLP(hidden=cfg.hidden, vocab_sizes=tuple(data.cat_vocab_sizes),
-                   embed_dims=embedding_dims(data.cat_vocab_sizes, rule=cfg.embedding),
-                   sensitive_cat=tuple(c in sensitive for c in cats),
-                   sensitive_num=tuple(c in sensitive for c in nums[:data.x_num_train.shape[1]]))
+    model = AdsMLP(
+        hidden=cfg.hidden,
+        vocab_sizes=tuple(data.cat_vocab_sizes),
+        embed_dims=embedding_dims(data.cat_vocab_sizes, rule=cfg.embedding),
+        sensitive_cat=tuple(c in sensitive for c in cats),
+        sensitive_num=tuple(c in sensitive for c in nums[: data.x_num_train.shape[1]]),
+    )
     return cfg, model
 
 
@@ -55,9 +58,16 @@ def evaluate_auc(model, out, data) -> tuple[float, bool]:
     y_test = np.asarray(data.y_test, np.int32)
     if out["truncated"]:  # RR only: the truncated model is what was trained
         logits = two_class_logits(model, truncated=True)
-        probs = np.concatenate([np.asarray(jax.nn.softmax(logits(out["params"], (data.x_num_test[i:i + 16384],
-                                                                                   data.x_cat_test[i:i + 16384])))[:, 1])
-                                for i in range(0, len(y_test), 16384)])
+        probs = np.concatenate(
+            [
+                np.asarray(
+                    jax.nn.softmax(
+                        logits(out["params"], (data.x_num_test[i : i + 16384], data.x_cat_test[i : i + 16384]))
+                    )[:, 1]
+                )
+                for i in range(0, len(y_test), 16384)
+            ]
+        )
     else:
         probs = predict_proba(model, out["params"], data.x_num_test, data.x_cat_test)
     finite = bool(np.all(np.isfinite(probs)))
@@ -92,43 +102,78 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
     opt = PHASE_OPTIMIZERS.get(data.name, ("rmsprop", "adam"))
     n = int(data.y_train.shape[0])
     hcfg = HybridConfig(
-        learning_rate=float(hp.get("learning_rate", 0.0) or 0.0), epochs=int(hp.get("epochs", 0) or 0),
-        batch_size=int(hp.get("batch_size", 1) or 1), dp_learning_rate=float(hp.get("dp_learning_rate", 0.0) or 0.0),
-        dp_epochs=int(hp.get("dp_epochs", 0) or 0), dp_batch_size=int(hp.get("dp_batch_size", 1) or 1),
-        clip_norm=float(hp.get("clip_norm", 1.0) or 1.0), optimizers=opt)
+        learning_rate=float(hp.get("learning_rate", 0.0) or 0.0),
+        epochs=int(hp.get("epochs", 0) or 0),
+        batch_size=int(hp.get("batch_size", 1) or 1),
+        dp_learning_rate=float(hp.get("dp_learning_rate", 0.0) or 0.0),
+        dp_epochs=int(hp.get("dp_epochs", 0) or 0),
+        dp_batch_size=int(hp.get("dp_batch_size", 1) or 1),
+        clip_norm=float(hp.get("clip_norm", 1.0) or 1.0),
+        optimizers=opt,
+    )
     plan = acc = None
     sigma, steps, accounting_seconds = None, 0, 0.0
     if eps2 > 0:
-        phase2 = dataclasses.replace(spec, epsilon=eps2, hparams={"batch_size": hcfg.dp_batch_size,
-                                                                  "epochs": hcfg.dp_epochs})
+        phase2 = dataclasses.replace(
+            spec, epsilon=eps2, hparams={"batch_size": hcfg.dp_batch_size, "epochs": hcfg.dp_epochs}
+        )
         plan = account_run(phase2, n=n)
         acc, sigma, steps, accounting_seconds = plan.accounting, plan.noise_multiplier, plan.steps, plan.seconds
     t0 = time.perf_counter()
-    out = train_hybrid(model, x_num=data.x_num_train, x_cat=data.x_cat_train, y=np.asarray(data.y_train, np.int64),
-                       eps1=eps1, plan=plan, cfg=hcfg, seed=spec.seed)
+    out = train_hybrid(
+        model,
+        x_num=data.x_num_train,
+        x_cat=data.x_cat_train,
+        y=np.asarray(data.y_train, np.int64),
+        eps1=eps1,
+        plan=plan,
+        cfg=hcfg,
+        seed=spec.seed,
+    )
     seconds = time.perf_counter() - t0
     auc, finite = evaluate_auc(model, out, data)
-    by_rel = {rel: eps1 + (float(acc.epsilon_by_relation[rel]) if acc is not None else 0.0)
-              for rel in ("add_or_remove", "label_substitution")}
+    by_rel = {
+        rel: eps1 + (float(acc.epsilon_by_relation[rel]) if acc is not None else 0.0)
+        for rel in ("add_or_remove", "label_substitution")
+    }
     relation = acc.neighboring_relation if acc is not None else "label_substitution"
     privacy = PrivacyOutcome(
-        epsilon=by_rel[relation], delta=float(acc.delta) if acc is not None else 0.0,
-        mechanism=(f"{name}: phase 1 RR at eps1 = {eps1:.6g} on the truncated model (debiased loss), phase 2 DP-SGD "
-                   f"at eps2 = {eps2:.6g} on all features; basic composition (002 Proposition 2); neighbours differ "
-                   "in one example's sensitive features and label"),
+        epsilon=by_rel[relation],
+        delta=float(acc.delta) if acc is not None else 0.0,
+        mechanism=(
+            f"{name}: phase 1 RR at eps1 = {eps1:.6g} on the truncated model (debiased loss), phase 2 DP-SGD "
+            f"at eps2 = {eps2:.6g} on all features; basic composition (002 Proposition 2); neighbours differ "
+            "in one example's sensitive features and label"
+        ),
         accounting=None if acc is None else {**acc.to_dict(), "phase1_epsilon": eps1},
-        neighboring_relation=relation, epsilon_by_relation=by_rel if acc is not None else None)
+        neighboring_relation=relation,
+        epsilon_by_relation=by_rel if acc is not None else None,
+    )
     return MethodResult(
-        metrics={"test_auc": auc, "diverged": not finite, "phase1_final_loss": out["phase1_loss"],
-                 "phase2_final_loss": out["phase2_loss"], "steps": steps},
+        metrics={
+            "test_auc": auc,
+            "diverged": not finite,
+            "phase1_final_loss": out["phase1_loss"],
+            "phase2_final_loss": out["phase2_loss"],
+            "steps": steps,
+        },
         privacy=privacy,
         timings={"train_seconds": seconds, "accounting_seconds": accounting_seconds},
-        details={"epsilon1": eps1, "epsilon2": eps2, "noise_multiplier": sigma, "phase2_steps": steps,
-                 **(out.get("phase2_clipping") or {}),
-                 "sampling_rate": (hcfg.dp_batch_size / n) if sigma is not None else None,
-                 "label_noise_rate": out["label_noise_rate"], "optimizers": list(opt), "model": cfg_model.to_dict(),
-                 "sensitive_features": list(data.sensitive_features),
-                 "data_deviation": ("000's user-split preparation, not 002's random 80/20 split"
-                                    if data.name == "criteo_attribution"
-                                    and (data.metadata.get("split") or {}).get("kind") == "users" else None)},
+        details={
+            "epsilon1": eps1,
+            "epsilon2": eps2,
+            "noise_multiplier": sigma,
+            "phase2_steps": steps,
+            **(out.get("phase2_clipping") or {}),
+            "sampling_rate": (hcfg.dp_batch_size / n) if sigma is not None else None,
+            "label_noise_rate": out["label_noise_rate"],
+            "optimizers": list(opt),
+            "model": cfg_model.to_dict(),
+            "sensitive_features": list(data.sensitive_features),
+            "data_deviation": (
+                "000's user-split preparation, not 002's random 80/20 split"
+                if data.name == "criteo_attribution" and (data.metadata.get("split") or {}).get("kind") == "users"
+                else None
+            ),
+        },
     )

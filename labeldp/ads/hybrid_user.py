@@ -61,8 +61,9 @@ def user_level_delta(*, item_epsilon: float, item_delta: float, k: int) -> float
     return float(item_delta) * math.expm1(k * e) / math.expm1(e)
 
 
-def user_level_epsilon(eps_at: Callable[[float], float], *, user_delta: float, k: int,
-                       rtol: float = 1e-4) -> tuple[float, float, float]:
+def user_level_epsilon(
+    eps_at: Callable[[float], float], *, user_delta: float, k: int, rtol: float = 1e-4
+) -> tuple[float, float, float]:
     """The user-level eps of a mechanism over at most ``k`` examples per user, at ``user_delta``.
 
     Proposition 6 needs an item-level pair ``(e, d)`` with ``e >= eps_at(d)`` and
@@ -129,13 +130,17 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     from labeldp.mechanisms.classification import group_privacy
 
     if getattr(data, "task", None) != "binary_classification" or getattr(data, "user_train", None) is None:
-        raise ValueError(f"{name} needs binary ads data with user ids and sensitive features (criteo_attribution); "
-                         f"{getattr(data, 'name', '?')} has none")
+        raise ValueError(
+            f"{name} needs binary ads data with user ids and sensitive features (criteo_attribution); "
+            f"{getattr(data, 'name', '?')} has none"
+        )
     check_options(spec, OPTIONS, name)
     missing = [o for o in OPTIONS if o not in spec.options]
     if missing:
-        raise ValueError(f"{name}: variant {spec.variant!r} must set {missing} (e.g. variants.{name}.hybrid_k5: "
-                         "{examples_per_user: 5, phase_split: hybrid})")
+        raise ValueError(
+            f"{name}: variant {spec.variant!r} must set {missing} (e.g. variants.{name}.hybrid_k5: "
+            "{examples_per_user: 5, phase_split: hybrid})"
+        )
     k, split = spec.options["examples_per_user"], spec.options["phase_split"]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
         raise ValueError(f"{name}: examples_per_user must be an integer >= 1, got {k!r}")
@@ -149,15 +154,22 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     need = (PHASE1_HPARAMS if eps1 > 0 else ()) + (PHASE2_HPARAMS if eps2 > 0 else ())
     missing = [h for h in need if not hp.get(h)]
     if missing:
-        raise ValueError(f"{name} (phase_split {split!r}): hyper-parameters {missing} must be set and non-zero in the "
-                         "table's grid (phase 1: learning_rate, epochs, batch_size; phase 2: dp_learning_rate, "
-                         "dp_epochs, dp_batch_size, clip_norm)")
+        raise ValueError(
+            f"{name} (phase_split {split!r}): hyper-parameters {missing} must be set and non-zero in the "
+            "table's grid (phase 1: learning_rate, epochs, batch_size; phase 2: dp_learning_rate, "
+            "dp_epochs, dp_batch_size, clip_norm)"
+        )
     cfg_model, model = hybrid_model(data)
     hcfg = HybridConfig(
-        learning_rate=float(hp.get("learning_rate", 0.0) or 0.0), epochs=int(hp.get("epochs", 0) or 0),
-        batch_size=int(hp.get("batch_size", 1) or 1), dp_learning_rate=float(hp.get("dp_learning_rate", 0.0) or 0.0),
-        dp_epochs=int(hp.get("dp_epochs", 0) or 0), dp_batch_size=int(hp.get("dp_batch_size", 1) or 1),
-        clip_norm=float(hp.get("clip_norm", 1.0) or 1.0), optimizers=PHASE_OPTIMIZERS.get(data.name, ("rmsprop", "adam")))
+        learning_rate=float(hp.get("learning_rate", 0.0) or 0.0),
+        epochs=int(hp.get("epochs", 0) or 0),
+        batch_size=int(hp.get("batch_size", 1) or 1),
+        dp_learning_rate=float(hp.get("dp_learning_rate", 0.0) or 0.0),
+        dp_epochs=int(hp.get("dp_epochs", 0) or 0),
+        dp_batch_size=int(hp.get("dp_batch_size", 1) or 1),
+        clip_norm=float(hp.get("clip_norm", 1.0) or 1.0),
+        optimizers=PHASE_OPTIMIZERS.get(data.name, ("rmsprop", "adam")),
+    )
     users = int(np.unique(data.user_train).size)
     k1 = k if split == "rr" else 1  # 002: the Hybrid's RR phase uses the example cap 1
     per_label_eps1 = eps1 / k1 if eps1 > 0 else 0.0
@@ -168,34 +180,69 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     n2 = users * k
     if eps2 > 0:
         if hcfg.dp_batch_size > n2:
-            raise ValueError(f"{name}: dp_batch_size {hcfg.dp_batch_size} exceeds the {n2} capped rows (U k); "
-                             "lower it in the grid")
+            raise ValueError(
+                f"{name}: dp_batch_size {hcfg.dp_batch_size} exceeds the {n2} capped rows (U k); lower it in the grid"
+            )
         steps = int(math.floor(hcfg.dp_epochs * users * K_MAX / hcfg.dp_batch_size))
         if steps < 1:
-            raise ValueError(f"{name}: dp_epochs {hcfg.dp_epochs} x {users} users x {K_MAX} / dp_batch_size "
-                             f"{hcfg.dp_batch_size} is less than one step")
+            raise ValueError(
+                f"{name}: dp_epochs {hcfg.dp_epochs} x {users} users x {K_MAX} / dp_batch_size "
+                f"{hcfg.dp_batch_size} is less than one step"
+            )
         item = group_privacy(epsilon=eps2, delta=spec.delta, group_size=k, conversion="geometric_sum")
-        plan = make_training_plan(target_epsilon=item.epsilon, target_delta=item.delta, n=n2,
-                                  expected_batch_size=hcfg.dp_batch_size, steps=steps, accountant=spec.accountant,
-                                  neighboring_relation=spec.calibration_relation or accounting.DEFAULT_RELATION)
+        plan = make_training_plan(
+            target_epsilon=item.epsilon,
+            target_delta=item.delta,
+            n=n2,
+            expected_batch_size=hcfg.dp_batch_size,
+            steps=steps,
+            accountant=spec.accountant,
+            neighboring_relation=spec.calibration_relation or accounting.DEFAULT_RELATION,
+        )
         acc, sigma, accounting_seconds = plan.accounting, plan.noise_multiplier, plan.seconds
     t0 = time.perf_counter()
-    out = train_hybrid(model, x_num=rows2[0], x_cat=rows2[1], y=rows2[2], eps1=per_label_eps1, plan=plan,
-                       cfg=hcfg, seed=spec.seed, phase1_rows=rows1)
+    out = train_hybrid(
+        model,
+        x_num=rows2[0],
+        x_cat=rows2[1],
+        y=rows2[2],
+        eps1=per_label_eps1,
+        plan=plan,
+        cfg=hcfg,
+        seed=spec.seed,
+        phase1_rows=rows1,
+    )
     seconds = time.perf_counter() - t0
     auc, finite = evaluate_auc(model, out, data)
-    details = {"examples_per_user": k, "phase_split": split, "phase1_examples_per_user": k1 if eps1 > 0 else None,
-               "users": users, "epsilon1": eps1, "epsilon2": eps2, "phase1_epsilon_per_label": per_label_eps1,
-               "noise_multiplier": sigma, "phase2_steps": steps, "phase2_rows": n2 if eps2 > 0 else None,
-               **(out.get("phase2_clipping") or {}),
-               "sampling_rate": (hcfg.dp_batch_size / n2) if sigma is not None else None,
-               "label_noise_rate": out["label_noise_rate"], "optimizers": list(hcfg.optimizers),
-               "model": cfg_model.to_dict(), "sensitive_features": list(data.sensitive_features)}
+    details = {
+        "examples_per_user": k,
+        "phase_split": split,
+        "phase1_examples_per_user": k1 if eps1 > 0 else None,
+        "users": users,
+        "epsilon1": eps1,
+        "epsilon2": eps2,
+        "phase1_epsilon_per_label": per_label_eps1,
+        "noise_multiplier": sigma,
+        "phase2_steps": steps,
+        "phase2_rows": n2 if eps2 > 0 else None,
+        **(out.get("phase2_clipping") or {}),
+        "sampling_rate": (hcfg.dp_batch_size / n2) if sigma is not None else None,
+        "label_noise_rate": out["label_noise_rate"],
+        "optimizers": list(hcfg.optimizers),
+        "model": cfg_model.to_dict(),
+        "sensitive_features": list(data.sensitive_features),
+    }
     if acc is None:  # RR only: pure, exact under label substitution
         privacy = PrivacyOutcome(
-            epsilon=float(spec.epsilon), delta=0.0, neighboring_relation="label_substitution", privacy_unit="user",
-            mechanism=(f"{name}: RR at eps/k = {per_label_eps1:.6g} on each of a user's k = {k} labels (group "
-                       "privacy: eps per user), the truncated model on 002's debiased loss"))
+            epsilon=float(spec.epsilon),
+            delta=0.0,
+            neighboring_relation="label_substitution",
+            privacy_unit="user",
+            mechanism=(
+                f"{name}: RR at eps/k = {per_label_eps1:.6g} on each of a user's k = {k} labels (group "
+                "privacy: eps per user), the truncated model on 002's debiased loss"
+            ),
+        )
     else:
         event = acc.dp_event()
         by_rel, user_delta, pairs = {}, {}, {}
@@ -218,16 +265,29 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
         details["user_delta_by_relation"] = user_delta
         relation = acc.neighboring_relation
         privacy = PrivacyOutcome(
-            epsilon=by_rel[relation], delta=details["user_delta_by_relation"][relation], privacy_unit="user",
-            mechanism=(f"{name}: " + (f"phase 1 RR at eps1 = {eps1:.6g} on one example per user (truncated model), "
-                                      if eps1 > 0 else "")
-                       + f"DP-SGD on all features over k = {k} examples per user at the item-level "
-                         f"({item.epsilon:.6g}, {item.delta:.3g}), user level by group privacy (002 Proposition 6)"
-                       + (", basic composition" if eps1 > 0 else "")),
+            epsilon=by_rel[relation],
+            delta=details["user_delta_by_relation"][relation],
+            privacy_unit="user",
+            mechanism=(
+                f"{name}: "
+                + (f"phase 1 RR at eps1 = {eps1:.6g} on one example per user (truncated model), " if eps1 > 0 else "")
+                + f"DP-SGD on all features over k = {k} examples per user at the item-level "
+                f"({item.epsilon:.6g}, {item.delta:.3g}), user level by group privacy (002 Proposition 6)"
+                + (", basic composition" if eps1 > 0 else "")
+            ),
             accounting={**acc.to_dict(), "phase1_epsilon": eps1, "group_size": k},
-            neighboring_relation=relation, epsilon_by_relation=by_rel)
+            neighboring_relation=relation,
+            epsilon_by_relation=by_rel,
+        )
     return MethodResult(
-        metrics={"test_auc": auc, "diverged": not finite, "phase1_final_loss": out["phase1_loss"],
-                 "phase2_final_loss": out["phase2_loss"], "steps": steps},
-        privacy=privacy, timings={"train_seconds": seconds, "accounting_seconds": accounting_seconds},
-        details=details)
+        metrics={
+            "test_auc": auc,
+            "diverged": not finite,
+            "phase1_final_loss": out["phase1_loss"],
+            "phase2_final_loss": out["phase2_loss"],
+            "steps": steps,
+        },
+        privacy=privacy,
+        timings={"train_seconds": seconds, "accounting_seconds": accounting_seconds},
+        details=details,
+    )

@@ -22,8 +22,16 @@ import jax.numpy as jnp
 
 from labeldp.dpsgd.tape import Tape
 
-__all__ = ["AdsModelConfig", "AdsMLP", "ads_mlp_tapped", "MODEL_FOR_DATASET", "model_for", "embedding_dims", "two_class_logits",
-           "logit_gradient_norms"]
+__all__ = [
+    "AdsModelConfig",
+    "AdsMLP",
+    "ads_mlp_tapped",
+    "MODEL_FOR_DATASET",
+    "model_for",
+    "embedding_dims",
+    "two_class_logits",
+    "logit_gradient_norms",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +64,10 @@ def model_for(dataset: str) -> AdsModelConfig:
     try:
         return MODEL_FOR_DATASET[dataset]
     except KeyError:
-        raise ValueError(f"no ads model for dataset {dataset!r}; add one to labeldp/ads/model.py "
-                         f"MODEL_FOR_DATASET (known: {sorted(MODEL_FOR_DATASET)})") from None
+        raise ValueError(
+            f"no ads model for dataset {dataset!r}; add one to labeldp/ads/model.py "
+            f"MODEL_FOR_DATASET (known: {sorted(MODEL_FOR_DATASET)})"
+        ) from None
 
 
 def embedding_dims(vocab_sizes: Sequence[int], *, rule: str) -> tuple[int, ...]:
@@ -99,8 +109,9 @@ class AdsMLP(nn.Module):
     sensitive_num: tuple[bool, ...] = ()
 
     @nn.compact
-    def __call__(self, x, truncated: bool = False, *, inputs: jax.Array | None = None,
-                 return_inputs: bool = False) -> jax.Array:
+    def __call__(
+        self, x, truncated: bool = False, *, inputs: jax.Array | None = None, return_inputs: bool = False
+    ) -> jax.Array:
         """The logit z, ``(n,)``.
 
         Args:
@@ -178,7 +189,7 @@ def logit_gradient_norms(model: AdsMLP, params, x, *, truncated: bool = False) -
     d = jnp.ones_like(pre[-1])  # dz / ds_L, (n, 1)
     sq = jnp.zeros(h0.shape[0], h0.dtype)
     for i in range(len(layers) - 1, -1, -1):
-        sq = sq + (jnp.sum(acts[i] ** 2, axis=1) + 1.0) * jnp.sum(d ** 2, axis=1)
+        sq = sq + (jnp.sum(acts[i] ** 2, axis=1) + 1.0) * jnp.sum(d**2, axis=1)
         d = jnp.dot(d, layers[i]["kernel"].T, precision=jax.lax.Precision.HIGHEST)  # dz / d a_i
         if i > 0:
             d = d * (pre[i - 1] > 0)  # ReLU'

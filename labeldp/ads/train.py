@@ -25,8 +25,7 @@ from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
 from labeldp.dpsgd.loop import run_dp_loop, split_init_key
 from labeldp.dpsgd.training_plan import DPTrainingPlan
 
-__all__ = ["AdsTrainConfig", "AdsTrainResult", "init_params", "train_on_labels", "train_user_level",
-           "predict_proba"]
+__all__ = ["AdsTrainConfig", "AdsTrainResult", "init_params", "train_on_labels", "train_user_level", "predict_proba"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +62,9 @@ def init_params(model: AdsMLP, x_num: np.ndarray, x_cat: np.ndarray, *, seed: in
     return model.init(jax.random.PRNGKey(seed), (jnp.asarray(x_num[:1]), jnp.asarray(x_cat[:1])))
 
 
-def train_on_labels(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray,
-                    config: AdsTrainConfig, seed: int) -> AdsTrainResult:
+def train_on_labels(
+    model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, config: AdsTrainConfig, seed: int
+) -> AdsTrainResult:
     """Minimises the mean binary cross-entropy to ``y`` (true or randomized labels) with RMSProp.
 
     Args:
@@ -93,8 +93,8 @@ def train_on_labels(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: n
         mask_all = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
         losses = []
         for b in range(steps_per_epoch):
-            sl = idx[b * bs:(b + 1) * bs]
-            batch = Batch(x=(x_num[sl], x_cat[sl]), y=y_int[sl], mask=mask_all[b * bs:(b + 1) * bs])
+            sl = idx[b * bs : (b + 1) * bs]
+            batch = Batch(x=(x_num[sl], x_cat[sl]), y=y_int[sl], mask=mask_all[b * bs : (b + 1) * bs])
             state, info = step(state, batch, jax.random.fold_in(key, steps))
             losses.append(info.loss)
             steps += 1
@@ -102,13 +102,24 @@ def train_on_labels(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: n
         if not np.isfinite(last):
             diverged = True
             break
-    return AdsTrainResult(params=state.params, final_loss=last, steps=steps,
-                          train_seconds=time.perf_counter() - t0, diverged=diverged)
+    return AdsTrainResult(
+        params=state.params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0, diverged=diverged
+    )
 
 
-def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray,
-                     config: AdsTrainConfig, clip_norm: float, plan: DPTrainingPlan, seed: int,
-                     denoiser=None, alt_batch_users: int = 0) -> AdsTrainResult:
+def train_user_level(
+    model: AdsMLP,
+    *,
+    x_num: np.ndarray,
+    x_cat: np.ndarray,
+    y: np.ndarray,
+    config: AdsTrainConfig,
+    clip_norm: float,
+    plan: DPTrainingPlan,
+    seed: int,
+    denoiser=None,
+    alt_batch_users: int = 0,
+) -> AdsTrainResult:
     """DP-SGD (or LabelDP-Pro with ``denoiser``) with per-user gradients.
 
     Args:
@@ -131,28 +142,57 @@ def train_user_level(model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: 
     if plan.n != users:
         raise ValueError(f"the plan is for {plan.n} users, the data has {users}")
     n1 = plan.expected_batch_size
-    dp_config = DPSGDConfig(clip_norm=float(clip_norm), noise_multiplier=plan.noise_multiplier,
-                            expected_batch_size=n1, sampling=plan.sampling, unit="user")
+    dp_config = DPSGDConfig(
+        clip_norm=float(clip_norm),
+        noise_multiplier=plan.noise_multiplier,
+        expected_batch_size=n1,
+        sampling=plan.sampling,
+        unit="user",
+    )
     logits = two_class_logits(model)
-    step = make_dpsgd_step(optimizer=optax.rmsprop(config.learning_rate), config=dp_config, logits_fn=logits,
-                           projection_logits_fn=None if denoiser is None else logits,  # carries column_norms
-                           denoiser=denoiser, tapped_fn=logits.tapped)
+    step = make_dpsgd_step(
+        optimizer=optax.rmsprop(config.learning_rate),
+        config=dp_config,
+        logits_fn=logits,
+        projection_logits_fn=None if denoiser is None else logits,  # carries column_norms
+        denoiser=denoiser,
+        tapped_fn=logits.tapped,
+    )
     state = step.init(init_params(model, x_num[:, 0], x_cat[:, 0], seed=seed))
-    loop = run_dp_loop(step=step, state=state, plan=plan, seed=seed, key=split_init_key(seed)[0],
-                       gather=lambda idx: (x_num[idx], x_cat[idx]), labels=np.asarray(y, dtype=np.int32),
-                       alt_batch_size=int(alt_batch_users),
-                       gather_alt=lambda alt: (x_num[alt].reshape(-1, x_num.shape[-1]),
-                                               x_cat[alt].reshape(-1, x_cat.shape[-1])))
+    loop = run_dp_loop(
+        step=step,
+        state=state,
+        plan=plan,
+        seed=seed,
+        key=split_init_key(seed)[0],
+        gather=lambda idx: (x_num[idx], x_cat[idx]),
+        labels=np.asarray(y, dtype=np.int32),
+        alt_batch_size=int(alt_batch_users),
+        gather_alt=lambda alt: (x_num[alt].reshape(-1, x_num.shape[-1]), x_cat[alt].reshape(-1, x_cat.shape[-1])),
+    )
     clipped = loop.clipped_fraction
-    return AdsTrainResult(params=loop.state.params, final_loss=loop.final_loss, steps=loop.steps,
-                          train_seconds=loop.seconds, diverged=loop.diverged,
-                          details={"mean_clipped_fraction": float(np.mean(clipped)) if clipped else None,
-                                   "examples_per_user": k, "users": users, **step.describe()})
+    return AdsTrainResult(
+        params=loop.state.params,
+        final_loss=loop.final_loss,
+        steps=loop.steps,
+        train_seconds=loop.seconds,
+        diverged=loop.diverged,
+        details={
+            "mean_clipped_fraction": float(np.mean(clipped)) if clipped else None,
+            "examples_per_user": k,
+            "users": users,
+            **step.describe(),
+        },
+    )
 
 
-def predict_proba(model: AdsMLP, params, x_num: np.ndarray, x_cat: np.ndarray, *, batch_size: int = 16384) -> np.ndarray:
+def predict_proba(
+    model: AdsMLP, params, x_num: np.ndarray, x_cat: np.ndarray, *, batch_size: int = 16384
+) -> np.ndarray:
     """P(y = 1 | x) for every row, in batches."""
     fn = jax.jit(lambda p, xn, xc: jax.nn.sigmoid(model.apply(p, (xn, xc))))
-    out = [np.asarray(fn(params, x_num[i:i + batch_size], x_cat[i:i + batch_size]))
-           for i in range(0, len(x_num), batch_size)]
+    out = [
+        np.asarray(fn(params, x_num[i : i + batch_size], x_cat[i : i + batch_size]))
+        for i in range(0, len(x_num), batch_size)
+    ]
     return np.concatenate(out) if out else np.zeros(0)

@@ -12,7 +12,12 @@ from labeldp.audit.one_run import (
 )
 
 __all__ = [
-    "AuditResult", "LabelCanaries", "audit", "canary_scores",
-    "epsilon_lower_bound", "guesses_from_scores", "make_label_canaries",
+    "AuditResult",
+    "LabelCanaries",
+    "audit",
+    "canary_scores",
+    "epsilon_lower_bound",
+    "guesses_from_scores",
+    "make_label_canaries",
     "p_value",
 ]

@@ -22,56 +22,65 @@ __all__ = ["AuditRun", "audit_runs", "audit_dir"]
 
 @dataclasses.dataclass(frozen=True)
 class AuditRun:
-  """One audited training run: the table's run spec, its record and its data."""
+    """One audited training run: the table's run spec, its record and its data."""
 
-  spec: RunSpec
-  column: str
-  record_path: str
-  prepared_path: str
+    spec: RunSpec
+    column: str
+    record_path: str
+    prepared_path: str
 
 
 def audit_dir(config: Mapping[str, Any], kind: str) -> Path:
-  """``<results_dir>/audit`` (kind='results') or ``<reports_dir>/audit`` (kind='reports')."""
-  return Path(config[f"{kind}_dir"]) / "audit"
+    """``<results_dir>/audit`` (kind='results') or ``<reports_dir>/audit`` (kind='reports')."""
+    return Path(config[f"{kind}_dir"]) / "audit"
 
 
 def audit_runs(config: Mapping[str, Any]) -> list[AuditRun]:
-  """Every audited run of ``config['audit']`` (empty when the config has no audit block).
+    """Every audited run of ``config['audit']`` (empty when the config has no audit block).
 
-  Raises:
-    ConfigError: an unknown table or column, an unimplemented method, or a column whose grid
-      has more than one point (the audit trains one configuration per cell).
-  """
-  acfg = config.get("audit")
-  if not acfg:
-    return []
-  table = acfg["table"]
-  if 2 * int(acfg["num_canaries"]) * float(config["delta"]) > 1:
-    raise ConfigError(f"audit.num_canaries: 2 x {acfg['num_canaries']} canaries x delta {config['delta']} > 1, where "
-                      "the one-run bound is not monotone in eps; use fewer canaries")
-  if table not in config["tables"]:
-    raise ConfigError(f"audit.table: {table!r} is not a table of this config; known: {sorted(config['tables'])}")
-  cols = {c.id: c for c in plan.columns(config["tables"][table])}
-  out = []
-  for cid in acfg["columns"]:
-    if cid not in cols:
-      raise ConfigError(f"audit.columns: {cid!r} is not a column of {table}; known: {sorted(cols)}")
-    col = cols[cid]
-    ok, why = plan.cell_status(config, table, col)
-    if not ok:
-      raise ConfigError(f"audit.columns: {cid!r} cannot run here ({why}); remove it from audit.columns")
-    for eps in acfg["epsilons"]:
-      runs = plan.cell_runs(config, table, col, float(eps))
-      points = {plan.hp_id(r.spec.hparams) for r in runs}
-      if len(points) != 1:
+    Raises:
+      ConfigError: an unknown table or column, an unimplemented method, or a column whose grid
+        has more than one point (the audit trains one configuration per cell).
+    """
+    acfg = config.get("audit")
+    if not acfg:
+        return []
+    table = acfg["table"]
+    if 2 * int(acfg["num_canaries"]) * float(config["delta"]) > 1:
         raise ConfigError(
-            f"audit: column {cid!r} of {table} has {len(points)} grid points in grid "
-            f"{config['grid']!r}; the audit trains one configuration per cell: use a one-point grid "
-            "(e.g. --configfile workflow/config/audit.yaml, grid: quick)")
-      spec0 = runs[0].spec
-      for seed in acfg["seeds"]:
-        spec = dataclasses.replace(spec0, seed=int(seed))
-        path = audit_dir(config, "results") / f"{plan.run_id(spec)}.json"
-        out.append(AuditRun(spec=spec, column=cid, record_path=str(path),
-                            prepared_path=plan.prepared_path(config, spec.dataset)))
-  return out
+            f"audit.num_canaries: 2 x {acfg['num_canaries']} canaries x delta {config['delta']} > 1, where "
+            "the one-run bound is not monotone in eps; use fewer canaries"
+        )
+    if table not in config["tables"]:
+        raise ConfigError(f"audit.table: {table!r} is not a table of this config; known: {sorted(config['tables'])}")
+    cols = {c.id: c for c in plan.columns(config["tables"][table])}
+    out = []
+    for cid in acfg["columns"]:
+        if cid not in cols:
+            raise ConfigError(f"audit.columns: {cid!r} is not a column of {table}; known: {sorted(cols)}")
+        col = cols[cid]
+        ok, why = plan.cell_status(config, table, col)
+        if not ok:
+            raise ConfigError(f"audit.columns: {cid!r} cannot run here ({why}); remove it from audit.columns")
+        for eps in acfg["epsilons"]:
+            runs = plan.cell_runs(config, table, col, float(eps))
+            points = {plan.hp_id(r.spec.hparams) for r in runs}
+            if len(points) != 1:
+                raise ConfigError(
+                    f"audit: column {cid!r} of {table} has {len(points)} grid points in grid "
+                    f"{config['grid']!r}; the audit trains one configuration per cell: use a one-point grid "
+                    "(e.g. --configfile workflow/config/audit.yaml, grid: quick)"
+                )
+            spec0 = runs[0].spec
+            for seed in acfg["seeds"]:
+                spec = dataclasses.replace(spec0, seed=int(seed))
+                path = audit_dir(config, "results") / f"{plan.run_id(spec)}.json"
+                out.append(
+                    AuditRun(
+                        spec=spec,
+                        column=cid,
+                        record_path=str(path),
+                        prepared_path=plan.prepared_path(config, spec.dataset),
+                    )
+                )
+    return out

@@ -33,77 +33,98 @@ AUDIT_STREAM = 7
 
 
 def canary_data(data, *, train_subset: int, num_canaries: int, seed: int):
-  """The audited training data and its canaries.
+    """The audited training data and its canaries.
 
-  Args:
-    data: prepared data (:class:`labeldp.data.prepare.PreparedData`).
-    train_subset: n, the first n training examples are used (all when larger than the set).
-    num_canaries: m <= n.
-    seed: the run's seed.
+    Args:
+      data: prepared data (:class:`labeldp.data.prepare.PreparedData`).
+      train_subset: n, the first n training examples are used (all when larger than the set).
+      num_canaries: m <= n.
+      seed: the run's seed.
 
-  Returns:
-    ``(audited data, canaries)``: the data's labels at the canary indices replaced by the
-    canaries' training labels, and ``audit_inputs`` set to the canary images.
-  """
-  n = min(int(train_subset), int(data.x_train.shape[0]))
-  if not 2 <= num_canaries <= n:
-    raise ValueError(f"num_canaries must be in [2, train_subset = {n}], got {num_canaries}; "
-                     "lower audit.num_canaries or raise audit.train_subset")
-  canaries = make_label_canaries(num_canaries=int(num_canaries), num_classes=int(data.num_classes),
-                                 num_train=n, rng=np.random.default_rng([int(seed), AUDIT_STREAM]))
-  x = np.asarray(data.x_train[:n])
-  y = np.array(data.y_train[:n], copy=True)
-  y[canaries.indices] = canaries.training_labels
-  audited = dataclasses.replace(data, x_train=x, y_train=y, audit_inputs=x[canaries.indices],
-                                metadata={**dict(data.metadata), "audit_train_subset": n,
-                                          "audit_num_canaries": int(num_canaries)})
-  return audited, canaries
+    Returns:
+      ``(audited data, canaries)``: the data's labels at the canary indices replaced by the
+      canaries' training labels, and ``audit_inputs`` set to the canary images.
+    """
+    n = min(int(train_subset), int(data.x_train.shape[0]))
+    if not 2 <= num_canaries <= n:
+        raise ValueError(
+            f"num_canaries must be in [2, train_subset = {n}], got {num_canaries}; "
+            "lower audit.num_canaries or raise audit.train_subset"
+        )
+    canaries = make_label_canaries(
+        num_canaries=int(num_canaries),
+        num_classes=int(data.num_classes),
+        num_train=n,
+        rng=np.random.default_rng([int(seed), AUDIT_STREAM]),
+    )
+    x = np.asarray(data.x_train[:n])
+    y = np.array(data.y_train[:n], copy=True)
+    y[canaries.indices] = canaries.training_labels
+    audited = dataclasses.replace(
+        data,
+        x_train=x,
+        y_train=y,
+        audit_inputs=x[canaries.indices],
+        metadata={**dict(data.metadata), "audit_train_subset": n, "audit_num_canaries": int(num_canaries)},
+    )
+    return audited, canaries
 
 
-def run_audit(spec: RunSpec, data, *, train_subset: int, num_canaries: int, confidence: float,
-              config: dict | None = None) -> dict[str, Any]:
-  """Trains ``spec`` on the canary data and returns its record with an ``audit`` section."""
-  from labeldp.runner import run_with_result
+def run_audit(
+    spec: RunSpec, data, *, train_subset: int, num_canaries: int, confidence: float, config: dict | None = None
+) -> dict[str, Any]:
+    """Trains ``spec`` on the canary data and returns its record with an ``audit`` section."""
+    from labeldp.runner import run_with_result
 
-  audited, canaries = canary_data(data, train_subset=train_subset, num_canaries=num_canaries, seed=spec.seed)
-  t0 = time.perf_counter()
-  record, result = run_with_result(spec, audited, config=config)
-  log_probs = result.audit_log_probs
-  if log_probs is None:
-    raise RuntimeError(f"method {spec.method} returned no audit_log_probs: it must report its model's "
-                       "log-probabilities at data.audit_inputs (labeldp.methods.base.MethodResult)")
-  delta = float(record["privacy"]["delta"])
-  res = audit(log_probs=np.asarray(log_probs), canaries=canaries, delta=delta, confidence=confidence)
-  record["audit"] = {
-      **res.to_dict(),
-      "game": "label canaries: two candidate labels per canary, a secret fair bit picks the trained one "
-              "(changing a bit is a label substitution)",
-      "train_subset": int(audited.x_train.shape[0]),
-      "canary_stream": [int(spec.seed), AUDIT_STREAM],
-      "claimed_epsilon_by_relation": record["privacy"].get("epsilon_by_relation"),
-      "seconds": time.perf_counter() - t0,
-  }
-  return record
+    audited, canaries = canary_data(data, train_subset=train_subset, num_canaries=num_canaries, seed=spec.seed)
+    t0 = time.perf_counter()
+    record, result = run_with_result(spec, audited, config=config)
+    log_probs = result.audit_log_probs
+    if log_probs is None:
+        raise RuntimeError(
+            f"method {spec.method} returned no audit_log_probs: it must report its model's "
+            "log-probabilities at data.audit_inputs (labeldp.methods.base.MethodResult)"
+        )
+    delta = float(record["privacy"]["delta"])
+    res = audit(log_probs=np.asarray(log_probs), canaries=canaries, delta=delta, confidence=confidence)
+    record["audit"] = {
+        **res.to_dict(),
+        "game": "label canaries: two candidate labels per canary, a secret fair bit picks the trained one "
+        "(changing a bit is a label substitution)",
+        "train_subset": int(audited.x_train.shape[0]),
+        "canary_stream": [int(spec.seed), AUDIT_STREAM],
+        "claimed_epsilon_by_relation": record["privacy"].get("epsilon_by_relation"),
+        "seconds": time.perf_counter() - t0,
+    }
+    return record
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-  from labeldp.runner import load_run, run_arguments
+    from labeldp.runner import load_run, run_arguments
 
-  p = run_arguments(__doc__)
-  p.add_argument("--train-subset", type=int, required=True)
-  p.add_argument("--num-canaries", type=int, required=True)
-  p.add_argument("--confidence", type=float, default=0.95)
-  a = p.parse_args(argv)
-  spec, data = load_run(a)
-  record = run_audit(spec, data, train_subset=a.train_subset, num_canaries=a.num_canaries,
-                     confidence=a.confidence, config=json.loads(a.workflow_config))
-  records.write_record(a.out, record)
-  au = record["audit"]
-  print(f"{record['run_id']}: audited eps lower bound {au['epsilon_lower_bound']:.3f} "
+    p = run_arguments(__doc__)
+    p.add_argument("--train-subset", type=int, required=True)
+    p.add_argument("--num-canaries", type=int, required=True)
+    p.add_argument("--confidence", type=float, default=0.95)
+    a = p.parse_args(argv)
+    spec, data = load_run(a)
+    record = run_audit(
+        spec,
+        data,
+        train_subset=a.train_subset,
+        num_canaries=a.num_canaries,
+        confidence=a.confidence,
+        config=json.loads(a.workflow_config),
+    )
+    records.write_record(a.out, record)
+    au = record["audit"]
+    print(
+        f"{record['run_id']}: audited eps lower bound {au['epsilon_lower_bound']:.3f} "
         f"(claimed {record['privacy'].get('epsilon_by_relation')}, {au['best_num_correct']}/"
-        f"{au['best_num_guesses']} correct)")
-  return 0
+        f"{au['best_num_guesses']} correct)"
+    )
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-  sys.exit(main())
+    sys.exit(main())

@@ -37,10 +37,21 @@ import numpy as np
 
 from .fetch import file_digests
 from .rawformats import is_standin_dir
-from .registry import (CENSUS1940_CATEGORICAL_FEATURES, CENSUS1940_DEFAULT_FILENAME, CENSUS1940_INSTRUCTIONS,
-                       CENSUS1940_LABEL, CENSUS1940_NUMERICAL_FEATURES)
-from .tabular import (TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular,
-                      standardise)
+from .registry import (
+    CENSUS1940_CATEGORICAL_FEATURES,
+    CENSUS1940_DEFAULT_FILENAME,
+    CENSUS1940_INSTRUCTIONS,
+    CENSUS1940_LABEL,
+    CENSUS1940_NUMERICAL_FEATURES,
+)
+from .tabular import (
+    TabularDataError,
+    build_vocab,
+    encode_numeric_categories,
+    random_split,
+    save_prepared_tabular,
+    standardise,
+)
 
 __all__ = ["LABEL", "LABEL_RANGE", "TECHNICAL_COLUMNS", "DAT_MESSAGE", "prepare_dataset", "write_standin"]
 
@@ -50,9 +61,11 @@ TECHNICAL_COLUMNS = ("YEAR", "SAMPLE", "SERIAL", "PERNUM")
 NA_CODES = {"INCWAGE": (999998, 999999)}
 SOURCES = ("official", "synthetic_standin")
 CHUNK_ROWS = 1_000_000
-DAT_MESSAGE = ("census1940: {path} is a fixed-width IPUMS extract (.dat); this preparation reads only CSV. "
-               "Re-export the extract as CSV: on IPUMS USA open 'My Data', choose 'Revise' on the extract, set "
-               "Data Format to 'Comma delimited (.csv)', submit, download the .csv.gz and point census_path at it.")
+DAT_MESSAGE = (
+    "census1940: {path} is a fixed-width IPUMS extract (.dat); this preparation reads only CSV. "
+    "Re-export the extract as CSV: on IPUMS USA open 'My Data', choose 'Revise' on the extract, set "
+    "Data Format to 'Comma delimited (.csv)', submit, download the .csv.gz and point census_path at it."
+)
 
 
 def _is_dat(path: Path) -> bool:
@@ -70,34 +83,48 @@ def _csv_path(raw_dir: Path) -> Path:
                     if _is_dat(cand):
                         raise TabularDataError(DAT_MESSAGE.format(path=cand))
                     return cand
-            raise TabularDataError(f"census1940: {manifest} lists {p}, which does not exist; fetch again.\n\n"
-                                   f"{CENSUS1940_INSTRUCTIONS}")
+            raise TabularDataError(
+                f"census1940: {manifest} lists {p}, which does not exist; fetch again.\n\n{CENSUS1940_INSTRUCTIONS}"
+            )
     found = sorted(p for p in raw_dir.glob("*") if p.name.lower().endswith((".csv", ".csv.gz")))
     if found:
         return found[0]
     dats = sorted(p for p in raw_dir.glob("*") if _is_dat(p))
     if dats:
         raise TabularDataError(DAT_MESSAGE.format(path=dats[0]))
-    raise TabularDataError(f"census1940: no IPUMS CSV extract (.csv / .csv.gz) and no MANIFEST.json in {raw_dir}.\n\n"
-                           f"{CENSUS1940_INSTRUCTIONS}")
+    raise TabularDataError(
+        f"census1940: no IPUMS CSV extract (.csv / .csv.gz) and no MANIFEST.json in {raw_dir}.\n\n"
+        f"{CENSUS1940_INSTRUCTIONS}"
+    )
 
 
 def _read(path: Path, cat_cols: list[str], num_cols: list[str], subset: int | None):
     import pandas as pd
 
-    with (gzip.open(path, "rt", encoding="latin1", newline="") if path.name.lower().endswith(".gz")
-          else open(path, encoding="latin1", newline="")) as fh:
+    with (
+        gzip.open(path, "rt", encoding="latin1", newline="")
+        if path.name.lower().endswith(".gz")
+        else open(path, encoding="latin1", newline="")
+    ) as fh:
         header = [c.strip().strip('"').upper() for c in next(csv.reader([fh.readline()]), [])]
     missing = [c for c in [LABEL] + cat_cols + num_cols if c not in header]
     if missing:
-        raise TabularDataError(f"census1940: {path} lacks the columns {missing} (header: {header[:40]}). Make a new "
-                               f"IPUMS extract that includes them (see CENSUS1940_INSTRUCTIONS in "
-                               f"labeldp.data.registry):\n\n{CENSUS1940_INSTRUCTIONS}")
-    counts = {"rows_read": 0, "rows_dropped_label_0": 0, "rows_dropped_label_other": 0,
-              "numerical_empty_filled": 0}
+        raise TabularDataError(
+            f"census1940: {path} lacks the columns {missing} (header: {header[:40]}). Make a new "
+            f"IPUMS extract that includes them (see CENSUS1940_INSTRUCTIONS in "
+            f"labeldp.data.registry):\n\n{CENSUS1940_INSTRUCTIONS}"
+        )
+    counts = {"rows_read": 0, "rows_dropped_label_0": 0, "rows_dropped_label_other": 0, "numerical_empty_filled": 0}
     ys, cats, nums, kept = [], [], [], 0
-    reader = pd.read_csv(path, header=0, names=header, usecols=[LABEL] + cat_cols + num_cols,
-                         dtype="float64", chunksize=CHUNK_ROWS, encoding="latin1")
+    reader = pd.read_csv(
+        path,
+        header=0,
+        names=header,
+        usecols=[LABEL] + cat_cols + num_cols,
+        dtype="float64",
+        chunksize=CHUNK_ROWS,
+        encoding="latin1",
+    )
     try:
         for chunk in reader:
             y = chunk[LABEL].to_numpy()
@@ -119,16 +146,23 @@ def _read(path: Path, cat_cols: list[str], num_cols: list[str], subset: int | No
             if subset is not None and kept >= subset:
                 break
     except (ValueError, pd.errors.ParserError) as exc:
-        raise TabularDataError(f"census1940: cannot parse {path} as an IPUMS CSV extract with integer codes "
-                               f"({exc})") from exc
+        raise TabularDataError(
+            f"census1940: cannot parse {path} as an IPUMS CSV extract with integer codes ({exc})"
+        ) from exc
     if not ys:
         return np.zeros(0), np.zeros((0, len(cat_cols)), np.int32), np.zeros((0, len(num_cols)), np.float32), counts
     return np.concatenate(ys), np.concatenate(cats), np.concatenate(nums), counts
 
 
-def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None,
-                    source: str, categorical_features: tuple[str, ...] = CENSUS1940_CATEGORICAL_FEATURES,
-                    numerical_features: tuple[str, ...] = CENSUS1940_NUMERICAL_FEATURES) -> Path:
+def prepare_dataset(
+    *,
+    raw_dir: str | os.PathLike,
+    out_path: str | os.PathLike,
+    subset: int | None = None,
+    source: str,
+    categorical_features: tuple[str, ...] = CENSUS1940_CATEGORICAL_FEATURES,
+    numerical_features: tuple[str, ...] = CENSUS1940_NUMERICAL_FEATURES,
+) -> Path:
     """IPUMS 1940 CSV extract -> prepared tabular ``.npz`` (layout: :mod:`labeldp.data.tabular`).
 
     Args:
@@ -160,8 +194,10 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     num_cols = [c.upper() for c in numerical_features]
     y, cat, num, counts = _read(path, cat_cols, num_cols, None if subset is None else int(subset))
     if len(y) == 0:
-        raise TabularDataError(f"census1940: no row of {path} has 1 <= {LABEL} <= 52 ({counts}); nothing to learn "
-                               "from (an extract of the 1940 full count has tens of millions)")
+        raise TabularDataError(
+            f"census1940: no row of {path} has 1 <= {LABEL} <= 52 ({counts}); nothing to learn "
+            "from (an extract of the 1940 full count has tens of millions)"
+        )
     extra, extra_names = [], []
     for j, col in enumerate(num_cols):
         if col in NA_CODES:
@@ -177,32 +213,106 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     c_train = np.empty((train.size, cat.shape[1]), np.int32)
     c_test = np.empty((test.size, cat.shape[1]), np.int32)
     for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
-        c_train[:, j], c_test[:, j] = encode_numeric_categories(cat[train, j], vocab), encode_numeric_categories(cat[test, j], vocab)
+        c_train[:, j], c_test[:, j] = (
+            encode_numeric_categories(cat[train, j], vocab),
+            encode_numeric_categories(cat[test, j], vocab),
+        )
     lo, hi = LABEL_RANGE
     metadata = {
-        "dataset": "census1940", "source": source, "subset": subset, "label": LABEL,
-        "label_lower": lo, "label_upper": hi, "label_integer": True,
-        "numerical_features": num_cols + extra_names, "categorical_features": cat_cols,
-        "cat_vocab_sizes": [len(v) + 1 for v in vocabs], "numerical_standardisation": stats,
-        "split": {"kind": "random", "test_fraction": 0.2, "seed": 0, "n_train": int(train.size),
-                  "n_test": int(test.size)},
-        "preprocessing": {**counts, "label_range": [lo, hi], "keep": f"{lo} <= {LABEL} <= {hi}",
-                          "na_codes": {k: list(v) for k, v in NA_CODES.items() if k in num_cols}},
+        "dataset": "census1940",
+        "source": source,
+        "subset": subset,
+        "label": LABEL,
+        "label_lower": lo,
+        "label_upper": hi,
+        "label_integer": True,
+        "numerical_features": num_cols + extra_names,
+        "categorical_features": cat_cols,
+        "cat_vocab_sizes": [len(v) + 1 for v in vocabs],
+        "numerical_standardisation": stats,
+        "split": {
+            "kind": "random",
+            "test_fraction": 0.2,
+            "seed": 0,
+            "n_train": int(train.size),
+            "n_test": int(test.size),
+        },
+        "preprocessing": {
+            **counts,
+            "label_range": [lo, hi],
+            "keep": f"{lo} <= {LABEL} <= {hi}",
+            "na_codes": {k: list(v) for k, v in NA_CODES.items() if k in num_cols},
+        },
         "raw_files": {path.name: file_digests(path)},
     }
-    arrays = {"x_num_train": x_train, "x_num_test": x_test, "x_cat_train": c_train, "x_cat_test": c_test,
-              "y_train": y[train].astype(np.float64), "y_test": y[test].astype(np.float64)}
+    arrays = {
+        "x_num_train": x_train,
+        "x_num_test": x_test,
+        "x_cat_train": c_train,
+        "x_cat_test": c_test,
+        "y_train": y[train].astype(np.float64),
+        "y_test": y[test].astype(np.float64),
+    }
     return save_prepared_tabular(out_path, arrays, metadata)
 
 
 # ------------------------------------------------------------------------------ stand-in
 
-_STATES = (1, 4, 5, 6, 8, 9, 10, 12, 13, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
-           34, 35, 36, 37, 38, 39, 40, 41, 42, 44, 45, 46, 47, 48, 49, 50, 51, 53, 54, 55, 56)
+_STATES = (
+    1,
+    4,
+    5,
+    6,
+    8,
+    9,
+    10,
+    12,
+    13,
+    16,
+    17,
+    18,
+    19,
+    20,
+    21,
+    22,
+    23,
+    24,
+    25,
+    26,
+    27,
+    28,
+    29,
+    30,
+    31,
+    32,
+    33,
+    34,
+    35,
+    36,
+    37,
+    38,
+    39,
+    40,
+    41,
+    42,
+    44,
+    45,
+    46,
+    47,
+    48,
+    49,
+    50,
+    51,
+    53,
+    54,
+    55,
+    56,
+)
 
 
-def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None,
-                  n_test: int | None = None) -> list[Path]:
+def write_standin(
+    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+) -> list[Path]:
     """Writes a SYNTHETIC IPUMS-style CSV extract ``usa_1940_fullcount.csv.gz`` (tests / CPU smoke only).
 
     Header: YEAR, SAMPLE, SERIAL, PERNUM and every registry variable, plausible integer codes.
@@ -225,8 +335,14 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
         raise ValueError("n_rows must be >= 2")
     directory = Path(directory)
     n_test = n_test if n_test is not None else max(1, round(0.2 * n_rows))
-    write_standin_marker(directory, dataset="census1940", seed=seed,
-                         n_train=n_train if n_train is not None else n_rows - n_test, n_test=n_test, n_rows=n_rows)
+    write_standin_marker(
+        directory,
+        dataset="census1940",
+        seed=seed,
+        n_train=n_train if n_train is not None else n_rows - n_test,
+        n_test=n_test,
+        n_rows=n_rows,
+    )
     rng = np.random.default_rng(seed)
     r = lambda lo, hi: rng.integers(lo, hi + 1, n_rows)  # noqa: E731
     age = r(14, 75)
@@ -243,17 +359,32 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
     weeks = np.clip(np.round(base - 0.1 * np.abs(age - 40) + rng.normal(0, 3, n_rows)), 1, 52).astype(int)
     weeks = np.where(working, weeks, 0)
     cols = {
-        "YEAR": np.full(n_rows, 1940), "SAMPLE": np.full(n_rows, 194002), "SERIAL": 1 + np.arange(n_rows) // 3,
-        "PERNUM": 1 + np.arange(n_rows) % 3, LABEL: weeks,
-        "STATEFIP": rng.choice(_STATES, n_rows), "URBAN": r(1, 2), "FARM": r(1, 2), "OWNERSHP": r(0, 2),
-        "RELATE": rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12], n_rows), "SEX": r(1, 2), "MARST": r(1, 6),
+        "YEAR": np.full(n_rows, 1940),
+        "SAMPLE": np.full(n_rows, 194002),
+        "SERIAL": 1 + np.arange(n_rows) // 3,
+        "PERNUM": 1 + np.arange(n_rows) % 3,
+        LABEL: weeks,
+        "STATEFIP": rng.choice(_STATES, n_rows),
+        "URBAN": r(1, 2),
+        "FARM": r(1, 2),
+        "OWNERSHP": r(0, 2),
+        "RELATE": rng.choice([1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12], n_rows),
+        "SEX": r(1, 2),
+        "MARST": r(1, 6),
         "RACE": rng.choice([1, 2, 3, 4, 5, 6], n_rows, p=[0.88, 0.09, 0.01, 0.01, 0.005, 0.005]),
-        "BPL": rng.choice([1, 6, 17, 36, 42, 48, 150, 400, 410, 434, 453, 600], n_rows), "NATIVITY": r(0, 5),
-        "CITIZEN": r(0, 4), "SCHOOL": r(1, 2), "EDUC": r(0, 11), "EMPSTAT": empstat,
+        "BPL": rng.choice([1, 6, 17, 36, 42, 48, 150, 400, 410, 434, 453, 600], n_rows),
+        "NATIVITY": r(0, 5),
+        "CITIZEN": r(0, 4),
+        "SCHOOL": r(1, 2),
+        "EDUC": r(0, 11),
+        "EMPSTAT": empstat,
         "LABFORCE": np.where(age < 14, 0, np.where(working, 2, 1)),
-        "CLASSWKR": np.where(working, r(1, 2), 0), "OCC1950": occ,
+        "CLASSWKR": np.where(working, r(1, 2), 0),
+        "OCC1950": occ,
         "IND1950": np.where(working, rng.choice([105, 246, 306, 357, 406, 506, 606, 716, 826, 936], n_rows), 0),
-        "AGE": age, "HRSWORK1": np.where(empstat == 1, r(10, 70), 0), "INCWAGE": incwage,
+        "AGE": age,
+        "HRSWORK1": np.where(empstat == 1, r(10, 70), 0),
+        "INCWAGE": incwage,
     }
     absent = [v for v in CENSUS1940_CATEGORICAL_FEATURES + CENSUS1940_NUMERICAL_FEATURES if v not in cols]
     if absent:  # pragma: no cover - the registry gained a variable this writer does not know

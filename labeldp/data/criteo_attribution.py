@@ -75,15 +75,40 @@ from .rawformats import is_standin_dir, read_standin_marker
 from .tabular import TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular
 from .criteo_attribution_standin import write_standin  # the stand-in writer (its own module)
 
-__all__ = ["ARCHIVE", "MEMBER", "COLUMNS", "LABEL", "CATEGORICAL_FEATURES", "NUMERICAL_FEATURES",
-           "SENSITIVE_FEATURES", "N_TRAIN_USERS", "N_TEST_USERS", "SPLITS", "prepare_dataset",
-           "cap_examples_per_user", "write_standin"]
+__all__ = [
+    "ARCHIVE",
+    "MEMBER",
+    "COLUMNS",
+    "LABEL",
+    "CATEGORICAL_FEATURES",
+    "NUMERICAL_FEATURES",
+    "SENSITIVE_FEATURES",
+    "N_TRAIN_USERS",
+    "N_TEST_USERS",
+    "SPLITS",
+    "prepare_dataset",
+    "cap_examples_per_user",
+    "write_standin",
+]
 
 ARCHIVE = "criteo-research-attribution-dataset.zip"
 MEMBER = "criteo_attribution_dataset.tsv.gz"
-COLUMNS = ("timestamp", "uid", "campaign", "conversion", "conversion_timestamp", "conversion_id", "attribution",
-           "click", "click_pos", "click_nb", "cost", "cpo", "time_since_last_click",
-           *(f"cat{i}" for i in range(1, 10)))
+COLUMNS = (
+    "timestamp",
+    "uid",
+    "campaign",
+    "conversion",
+    "conversion_timestamp",
+    "conversion_id",
+    "attribution",
+    "click",
+    "click_pos",
+    "click_nb",
+    "cost",
+    "cpo",
+    "time_since_last_click",
+    *(f"cat{i}" for i in range(1, 10)),
+)
 LABEL = "last_touch_attribution_conversion"
 USER = "uid"
 CATEGORICAL_FEATURES = ("campaign", *(f"cat{i}" for i in range(1, 10)))
@@ -108,9 +133,11 @@ def _raw_path(raw_dir: Path) -> Path:
     if found is not None:
         return found
     direct = raw_dir / ARCHIVE
-    raise TabularDataError(f"criteo_attribution: {direct} not found; fetch it first (snakemake "
-                           "fetch_criteo_attribution, or python -m labeldp.data.fetch criteo_attribution "
-                           f"--data-dir <data_dir>/raw), or place the zip (or its {MEMBER}) in {raw_dir}")
+    raise TabularDataError(
+        f"criteo_attribution: {direct} not found; fetch it first (snakemake "
+        "fetch_criteo_attribution, or python -m labeldp.data.fetch criteo_attribution "
+        f"--data-dir <data_dir>/raw), or place the zip (or its {MEMBER}) in {raw_dir}"
+    )
 
 
 class _Stream:
@@ -127,12 +154,15 @@ class _Stream:
                 raw = open(self.path, "rb")
             else:
                 self._zip = zipfile.ZipFile(self.path)
-                member = next((m for m in self._zip.infolist()
-                               if not m.is_dir() and Path(m.filename).name == MEMBER), None)
+                member = next(
+                    (m for m in self._zip.infolist() if not m.is_dir() and Path(m.filename).name == MEMBER), None
+                )
                 if member is None:
                     names = [m.filename for m in self._zip.infolist()][:10]
-                    raise TabularDataError(f"criteo_attribution: {self.path} has no member {MEMBER} (members: "
-                                           f"{names}); expected the official archive")
+                    raise TabularDataError(
+                        f"criteo_attribution: {self.path} has no member {MEMBER} (members: "
+                        f"{names}); expected the official archive"
+                    )
                 self.name = member.filename
                 raw = self._zip.open(member)
         except TabularDataError:
@@ -141,8 +171,9 @@ class _Stream:
         except (zipfile.BadZipFile, OSError) as exc:
             self.close()
             kind = "gzip file" if self.path.name.endswith(".gz") else "zip archive"
-            raise TabularDataError(f"criteo_attribution: {self.path} is not a readable {kind} ({exc}); "
-                                   "fetch it again") from exc
+            raise TabularDataError(
+                f"criteo_attribution: {self.path} is not a readable {kind} ({exc}); fetch it again"
+            ) from exc
         self._raw = raw
         self.fh = gzip.GzipFile(fileobj=raw, mode="rb")
         return self
@@ -177,11 +208,16 @@ def _read_header(path: Path) -> tuple[list[str], str]:
     needed = [USER, *LABEL_COLUMNS, *CATEGORICAL_FEATURES, *NUMERICAL_FEATURES]
     missing = [c for c in needed if c not in header]
     if missing:
-        hint = (" (the first line looks like data: the official file starts with a header line)"
-                if all(_is_number(c) for c in header if c) else "")
-        raise TabularDataError(f"criteo_attribution: the header of {name} in {path} lacks the columns {missing}"
-                               f"{hint}; expected the official tab-separated header {', '.join(COLUMNS)}. "
-                               "Fetch the official file again")
+        hint = (
+            " (the first line looks like data: the official file starts with a header line)"
+            if all(_is_number(c) for c in header if c)
+            else ""
+        )
+        raise TabularDataError(
+            f"criteo_attribution: the header of {name} in {path} lacks the columns {missing}"
+            f"{hint}; expected the official tab-separated header {', '.join(COLUMNS)}. "
+            "Fetch the official file again"
+        )
     return header, name
 
 
@@ -189,20 +225,31 @@ def _chunks(path: Path, header: list[str], usecols: list[str]):
     """pandas chunks of ``usecols`` (integers; ``cost`` float; categories nullable)."""
     import pandas as pd
 
-    dtype = {c: ("Int64" if c in CATEGORICAL_FEATURES else "float64" if c in NUMERICAL_FEATURES else "int64")
-             for c in usecols}
+    dtype = {
+        c: ("Int64" if c in CATEGORICAL_FEATURES else "float64" if c in NUMERICAL_FEATURES else "int64")
+        for c in usecols
+    }
     with _Stream(path) as s:
         s.fh.readline(1 << 16)  # the header, already checked
-        reader = pd.read_csv(s.fh, sep="\t", header=None, names=header, usecols=usecols, dtype=dtype,
-                             keep_default_na=False, na_values={c: [""] for c in usecols
-                                                               if c in CATEGORICAL_FEATURES + NUMERICAL_FEATURES},
-                             chunksize=CHUNK_ROWS)
+        reader = pd.read_csv(
+            s.fh,
+            sep="\t",
+            header=None,
+            names=header,
+            usecols=usecols,
+            dtype=dtype,
+            keep_default_na=False,
+            na_values={c: [""] for c in usecols if c in CATEGORICAL_FEATURES + NUMERICAL_FEATURES},
+            chunksize=CHUNK_ROWS,
+        )
         try:
             yield from reader
         except (ValueError, TypeError, OverflowError, pd.errors.ParserError) as exc:
-            raise TabularDataError(f"criteo_attribution: cannot parse {s.name} in {path} as the official "
-                                   f"tab-separated file (integer ids, categories and 0/1 flags, float cost; no "
-                                   f"empty {USER} / {', '.join(LABEL_COLUMNS)}): {exc}") from exc
+            raise TabularDataError(
+                f"criteo_attribution: cannot parse {s.name} in {path} as the official "
+                f"tab-separated file (integer ids, categories and 0/1 flags, float cost; no "
+                f"empty {USER} / {', '.join(LABEL_COLUMNS)}): {exc}"
+            ) from exc
 
 
 def _eligible_users(path: Path, header: list[str], counts: dict) -> np.ndarray:
@@ -247,8 +294,12 @@ def _read_rows(path: Path, header: list[str], users: np.ndarray | None, max_rows
             if max_rows is not None and kept >= max_rows:
                 break
     if not ys:
-        return (np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros((0, len(CATEGORICAL_FEATURES)), np.int64),
-                np.zeros((0, len(NUMERICAL_FEATURES))))
+        return (
+            np.zeros(0, np.int64),
+            np.zeros(0, np.int8),
+            np.zeros((0, len(CATEGORICAL_FEATURES)), np.int64),
+            np.zeros((0, len(NUMERICAL_FEATURES))),
+        )
     return np.concatenate(uids), np.concatenate(ys), np.concatenate(cats), np.concatenate(nums)
 
 
@@ -258,13 +309,17 @@ def _read_rows(path: Path, header: list[str], users: np.ndarray | None, max_rows
 def _user_counts(raw_dir: Path, path: Path, subset, n_train_users, n_test_users) -> tuple[int, int, str]:
     if subset is not None:
         if n_train_users is not None or n_test_users is not None:
-            raise TabularDataError("criteo_attribution: give either subset (n users in each split) or "
-                                   "n_train_users / n_test_users, not both")
+            raise TabularDataError(
+                "criteo_attribution: give either subset (n users in each split) or "
+                "n_train_users / n_test_users, not both"
+            )
         return int(subset), int(subset), "subset"
     if (n_train_users is None) != (n_test_users is None):
-        raise TabularDataError(f"criteo_attribution: give both n_train_users and n_test_users (got "
-                               f"{n_train_users} and {n_test_users}), or neither for the paper's "
-                               f"{N_TRAIN_USERS} / {N_TEST_USERS}")
+        raise TabularDataError(
+            f"criteo_attribution: give both n_train_users and n_test_users (got "
+            f"{n_train_users} and {n_test_users}), or neither for the paper's "
+            f"{N_TRAIN_USERS} / {N_TEST_USERS}"
+        )
     if n_train_users is not None:
         return int(n_train_users), int(n_test_users), "arguments"
     for d in (raw_dir, path.parent):
@@ -275,9 +330,17 @@ def _user_counts(raw_dir: Path, path: Path, subset, n_train_users, n_test_users)
     return N_TRAIN_USERS, N_TEST_USERS, "paper (000 Section 6)"
 
 
-def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None,
-                    source: str, n_train_users: int | None = None, n_test_users: int | None = None,
-                    split: str = "users", view: str | None = None) -> Path:
+def prepare_dataset(
+    *,
+    raw_dir: str | os.PathLike,
+    out_path: str | os.PathLike,
+    subset: int | None = None,
+    source: str,
+    n_train_users: int | None = None,
+    n_test_users: int | None = None,
+    split: str = "users",
+    view: str | None = None,
+) -> Path:
     """Raw Criteo Attribution zip -> prepared tabular ``.npz`` with users (layout: :mod:`labeldp.data.tabular`).
 
     Args:
@@ -307,56 +370,74 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     if split not in SPLITS:
         raise TabularDataError(f"criteo_attribution: split must be one of {SPLITS}, got {split!r}")
     if subset is not None and int(subset) < (1 if split == "users" else 2):
-        raise TabularDataError(f"criteo_attribution: subset must be >= {1 if split == 'users' else 2} "
-                               f"({'users per split' if split == 'users' else 'rows (train and test)'}), got {subset}")
+        raise TabularDataError(
+            f"criteo_attribution: subset must be >= {1 if split == 'users' else 2} "
+            f"({'users per split' if split == 'users' else 'rows (train and test)'}), got {subset}"
+        )
     if split != "users" and (n_train_users is not None or n_test_users is not None):
-        raise TabularDataError("criteo_attribution: n_train_users / n_test_users apply to split='users' only; "
-                               f"split={split!r} splits the rows 80/20")
+        raise TabularDataError(
+            "criteo_attribution: n_train_users / n_test_users apply to split='users' only; "
+            f"split={split!r} splits the rows 80/20"
+        )
     raw_dir = Path(raw_dir)
     path = _raw_path(raw_dir)
     if is_standin_dir(raw_dir) or is_standin_dir(path.parent):
         source = "synthetic_standin"
     header, member = _read_header(path)
-    counts = {"rows_read": 0, "rows_clicked": 0, "kept_rows_conversion": 0,
-              "kept_rows_conversion_click_nb_below_1": 0}
+    counts = {"rows_read": 0, "rows_clicked": 0, "kept_rows_conversion": 0, "kept_rows_conversion_click_nb_below_1": 0}
     if split == "users":
         n_tr, n_te, counts_from = _user_counts(raw_dir, path, subset, n_train_users, n_test_users)
         if n_tr < 1 or n_te < 1:
-            raise TabularDataError(f"criteo_attribution: n_train_users and n_test_users must be >= 1, got "
-                                   f"{n_tr} and {n_te}")
+            raise TabularDataError(
+                f"criteo_attribution: n_train_users and n_test_users must be >= 1, got {n_tr} and {n_te}"
+            )
         eligible = _eligible_users(path, header, counts)
         counts["users_with_a_click"] = int(eligible.size)
         if eligible.size == 0:
-            raise TabularDataError(f"criteo_attribution: no row of {member} in {path} has click == 1 "
-                                   f"({counts}); nothing to learn from")
+            raise TabularDataError(
+                f"criteo_attribution: no row of {member} in {path} has click == 1 ({counts}); nothing to learn from"
+            )
         if n_tr + n_te > eligible.size:
-            raise TabularDataError(f"criteo_attribution: {n_tr} training + {n_te} test users requested "
-                                   f"({n_tr + n_te}), but only {eligible.size} users of {path.name} have a clicked "
-                                   "impression; pass smaller n_train_users / n_test_users (or subset)")
+            raise TabularDataError(
+                f"criteo_attribution: {n_tr} training + {n_te} test users requested "
+                f"({n_tr + n_te}), but only {eligible.size} users of {path.name} have a clicked "
+                "impression; pass smaller n_train_users / n_test_users (or subset)"
+            )
         drawn = np.random.default_rng(SEED).permutation(eligible.size)
-        train_users, test_users = np.sort(eligible[drawn[:n_tr]]), np.sort(eligible[drawn[n_tr:n_tr + n_te]])
+        train_users, test_users = np.sort(eligible[drawn[:n_tr]]), np.sort(eligible[drawn[n_tr : n_tr + n_te]])
         uid, y, cat, num = _read_rows(path, header, np.concatenate([train_users, test_users]), None, counts)
         train = np.flatnonzero(np.isin(uid, train_users))
         test = np.flatnonzero(np.isin(uid, test_users))
-        split_meta = {"kind": "users", "seed": SEED, "n_train_users": n_tr, "n_test_users": n_te,
-                      "user_counts_from": counts_from, "drawn_from": "users with at least one clicked impression"}
+        split_meta = {
+            "kind": "users",
+            "seed": SEED,
+            "n_train_users": n_tr,
+            "n_test_users": n_te,
+            "user_counts_from": counts_from,
+            "drawn_from": "users with at least one clicked impression",
+        }
     else:
         uid, y, cat, num = _read_rows(path, header, None, None if subset is None else int(subset), counts)
         if len(y) == 0:
-            raise TabularDataError(f"criteo_attribution: no row of {member} in {path} has click == 1 "
-                                   f"({counts}); nothing to learn from")
+            raise TabularDataError(
+                f"criteo_attribution: no row of {member} in {path} has click == 1 ({counts}); nothing to learn from"
+            )
         train, test = random_split(len(y), test_fraction=0.2, seed=SEED)
         split_meta = {"kind": "random", "test_fraction": 0.2, "seed": SEED}
     _, user_train = np.unique(uid[train], return_inverse=True)
     _, user_test = np.unique(uid[test], return_inverse=True)
-    split_meta.update(n_train=int(train.size), n_test=int(test.size),
-                      n_train_users_kept=int(user_train.max(initial=-1)) + 1,
-                      n_test_users_kept=int(user_test.max(initial=-1)) + 1)
+    split_meta.update(
+        n_train=int(train.size),
+        n_test=int(test.size),
+        n_train_users_kept=int(user_train.max(initial=-1)) + 1,
+        n_test_users_kept=int(user_test.max(initial=-1)) + 1,
+    )
     missing_cost = ~np.isfinite(num)
     counts["cost_missing_filled_with_train_mean"] = int(missing_cost.sum())
     train_num = num[train]
-    mean = np.array([np.nanmean(train_num[:, j]) if np.isfinite(train_num[:, j]).any() else 0.0
-                     for j in range(num.shape[1])])
+    mean = np.array(
+        [np.nanmean(train_num[:, j]) if np.isfinite(train_num[:, j]).any() else 0.0 for j in range(num.shape[1])]
+    )
     num = np.where(missing_cost, mean[None, :], num)
     std = num[train].std(axis=0)
     std = np.where(std > 0, std, 1.0)
@@ -367,28 +448,50 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
         c_train[:, j] = encode_numeric_categories(cat[train, j], vocab)
         c_test[:, j] = encode_numeric_categories(cat[test, j], vocab)
-    counts.update(rows_kept=int(y.size), label_positive_train=int(y[train].sum()),
-                  label_positive_test=int(y[test].sum()),
-                  categorical_missing={c: int((cat[:, j] == _MISSING).sum())
-                                       for j, c in enumerate(CATEGORICAL_FEATURES)})
+    counts.update(
+        rows_kept=int(y.size),
+        label_positive_train=int(y[train].sum()),
+        label_positive_test=int(y[test].sum()),
+        categorical_missing={c: int((cat[:, j] == _MISSING).sum()) for j, c in enumerate(CATEGORICAL_FEATURES)},
+    )
     metadata = {
-        "dataset": "criteo_attribution", "source": source, "subset": subset, "task": "binary_classification",
-        "label": LABEL, "label_lower": 0, "label_upper": 1, "label_integer": True,
-        "numerical_features": list(NUMERICAL_FEATURES), "categorical_features": list(CATEGORICAL_FEATURES),
-        "sensitive_features": list(SENSITIVE_FEATURES), "user_level": True, "user_column": USER,
-        "cat_vocab_sizes": [len(v) + 1 for v in vocabs], "numerical_standardisation": stats,
-        "split": split_meta, **({"view": view} if view else {}),
-        "preprocessing": {**counts, "keep": "click == 1",
-                          "label_rule": "conversion == 1 and click_pos == click_nb - 1 (000 Appendix D.3)",
-                          "examples_per_user_cap": "not applied; cap_examples_per_user at training time "
-                                                   "(000 Section 6: k in {2, 5, 10})",
-                          "member": member},
+        "dataset": "criteo_attribution",
+        "source": source,
+        "subset": subset,
+        "task": "binary_classification",
+        "label": LABEL,
+        "label_lower": 0,
+        "label_upper": 1,
+        "label_integer": True,
+        "numerical_features": list(NUMERICAL_FEATURES),
+        "categorical_features": list(CATEGORICAL_FEATURES),
+        "sensitive_features": list(SENSITIVE_FEATURES),
+        "user_level": True,
+        "user_column": USER,
+        "cat_vocab_sizes": [len(v) + 1 for v in vocabs],
+        "numerical_standardisation": stats,
+        "split": split_meta,
+        **({"view": view} if view else {}),
+        "preprocessing": {
+            **counts,
+            "keep": "click == 1",
+            "label_rule": "conversion == 1 and click_pos == click_nb - 1 (000 Appendix D.3)",
+            "examples_per_user_cap": "not applied; cap_examples_per_user at training time "
+            "(000 Section 6: k in {2, 5, 10})",
+            "member": member,
+        },
         "raw_files": {path.name: file_digests(path)},
     }
-    arrays = {"x_num_train": (num[train] - mean) / std, "x_num_test": (num[test] - mean) / std,
-              "x_cat_train": c_train, "x_cat_test": c_test, "y_train": y[train].astype(np.float64),
-              "y_test": y[test].astype(np.float64), "user_train": user_train.astype(np.int64),
-              "user_test": user_test.astype(np.int64)}
+    arrays = {
+        "x_num_train": (num[train] - mean) / std,
+        "x_num_test": (num[test] - mean) / std,
+        "x_cat_train": c_train,
+        "x_cat_test": c_test,
+        "y_train": y[train].astype(np.float64),
+        "y_test": y[test].astype(np.float64),
+        "user_train": user_train.astype(np.int64),
+        "user_test": user_test.astype(np.int64),
+    }
     return save_prepared_tabular(out_path, arrays, metadata)
 
 

@@ -18,12 +18,22 @@ import numpy as np
 
 __all__ = ["write_standin"]
 
-_STANDIN_CARDINALITIES = {"cat1": 6, "cat2": 12, "cat3": 8, "cat4": 30, "cat5": 15, "cat6": 40, "cat7": 5,
-                          "cat8": 20, "cat9": 50}
+_STANDIN_CARDINALITIES = {
+    "cat1": 6,
+    "cat2": 12,
+    "cat3": 8,
+    "cat4": 30,
+    "cat5": 15,
+    "cat6": 40,
+    "cat7": 5,
+    "cat8": 20,
+    "cat9": 50,
+}
 
 
-def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None,
-                  n_test: int | None = None) -> list[Path]:
+def write_standin(
+    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+) -> list[Path]:
     """Writes a SYNTHETIC ``criteo-research-attribution-dataset.zip`` (tests / CPU smoke only).
 
     Same member (``criteo_attribution_dataset.tsv.gz``), header and 22 columns as the official file,
@@ -85,8 +95,12 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
             click_pos[clicks] = np.arange(clicks.size)
             click_nb[clicks] = clicks.size
             last = clicks[-1]
-            score = (-1.0 + effect_campaign[campaign[last]] + effect_cat1[cats["cat1"][last]]
-                     + effect_cat3[cats["cat3"][last]])
+            score = (
+                -1.0
+                + effect_campaign[campaign[last]]
+                + effect_cat1[cats["cat1"][last]]
+                + effect_cat3[cats["cat3"][last]]
+            )
             converts[j] = rng.random() < 1.0 / (1.0 + np.exp(-score))
         else:
             converts[j] = rng.random() < 0.03  # a post-view conversion, no click
@@ -106,10 +120,18 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
     uid_values = rng.choice(10**8, n_users, replace=False)
     campaign_values = rng.choice(10**8, n_campaigns, replace=False)
     table = {
-        "timestamp": timestamp, "uid": uid_values[user], "campaign": campaign_values[campaign],
-        "conversion": converts[journey].astype(np.int64), "conversion_timestamp": conversion_ts[journey],
-        "conversion_id": conversion_id[journey], "attribution": attributed[journey].astype(np.int64),
-        "click": click, "click_pos": click_pos, "click_nb": click_nb, "cost": cost, "cpo": cpo[journey],
+        "timestamp": timestamp,
+        "uid": uid_values[user],
+        "campaign": campaign_values[campaign],
+        "conversion": converts[journey].astype(np.int64),
+        "conversion_timestamp": conversion_ts[journey],
+        "conversion_id": conversion_id[journey],
+        "attribution": attributed[journey].astype(np.int64),
+        "click": click,
+        "click_pos": click_pos,
+        "click_nb": click_nb,
+        "cost": cost,
+        "cpo": cpo[journey],
         "time_since_last_click": since,
     }
     for c, k in _STANDIN_CARDINALITIES.items():
@@ -121,9 +143,16 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
         raise ValueError(f"stand-in: only {clicked_users} users have a click; use more rows")
     n_train_users = max(1, int(0.8 * clicked_users))
     n_test_rows = n_test if n_test is not None else max(1, round(0.2 * n_rows))
-    write_standin_marker(directory, dataset="criteo_attribution", seed=seed,
-                         n_train=n_train if n_train is not None else n_rows - n_test_rows, n_test=n_test_rows,
-                         n_rows=n_rows, n_train_users=n_train_users, n_test_users=clicked_users - n_train_users)
+    write_standin_marker(
+        directory,
+        dataset="criteo_attribution",
+        seed=seed,
+        n_train=n_train if n_train is not None else n_rows - n_test_rows,
+        n_test=n_test_rows,
+        n_rows=n_rows,
+        n_train_users=n_train_users,
+        n_test_users=clicked_users - n_train_users,
+    )
     text = frame.to_csv(sep="\t", index=False, float_format="%.8g", lineterminator="\n")
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0) as gz:

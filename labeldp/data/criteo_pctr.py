@@ -92,14 +92,43 @@ from .fetch import file_digests
 from .rawformats import is_standin_dir
 from .tabular import TabularDataError, save_prepared_tabular
 from .criteo_pctr_reader import (  # the raw format and its streaming reader (their own module)
-    ARCHIVE, BLOCK_BYTES, CATEGORICAL_FEATURES, COLUMNS, LABEL, MEMBER, NUMERICAL_FEATURES, OLD_ARCHIVE_NAME,
-    README_MEMBER, TEST_MEMBER, _archive_path, _blocks, _count_rows, _Interner, _open_member, _parse_block)
+    ARCHIVE,
+    BLOCK_BYTES,
+    CATEGORICAL_FEATURES,
+    COLUMNS,
+    LABEL,
+    MEMBER,
+    NUMERICAL_FEATURES,
+    OLD_ARCHIVE_NAME,
+    README_MEMBER,
+    TEST_MEMBER,
+    _archive_path,
+    _blocks,
+    _count_rows,
+    _Interner,
+    _open_member,
+    _parse_block,
+)
 from . import criteo_pctr_reader as _reader  # runtime reads of BLOCK_BYTES go through the reader, which uses it
 from .criteo_pctr_standin import write_standin  # the stand-in writer (its own module)
 
-__all__ = ["ARCHIVE", "MEMBER", "COLUMNS", "LABEL", "NUMERICAL_FEATURES", "CATEGORICAL_FEATURES",
-           "FEATURE_NUMBERS_002", "SENSITIVE_FEATURES", "SPLIT_FRACTIONS", "BYTES_PER_ROW", "log_transform",
-           "split_sizes", "expected_peak_increase_bytes", "prepare_dataset", "write_standin"]
+__all__ = [
+    "ARCHIVE",
+    "MEMBER",
+    "COLUMNS",
+    "LABEL",
+    "NUMERICAL_FEATURES",
+    "CATEGORICAL_FEATURES",
+    "FEATURE_NUMBERS_002",
+    "SENSITIVE_FEATURES",
+    "SPLIT_FRACTIONS",
+    "BYTES_PER_ROW",
+    "log_transform",
+    "split_sizes",
+    "expected_peak_increase_bytes",
+    "prepare_dataset",
+    "write_standin",
+]
 
 # 002: "int-feature-[1-13] and ... categorical-feature-[14-39]": one numbering over the 39 features.
 FEATURE_NUMBERS_002 = {name: k for k, name in enumerate(NUMERICAL_FEATURES + CATEGORICAL_FEATURES, start=1)}
@@ -109,7 +138,9 @@ SOURCES = ("official", "synthetic_standin")
 BYTES_PER_ROW = 8 + 4 * len(NUMERICAL_FEATURES) + 4 * len(CATEGORICAL_FEATURES)  # 164: the prepared arrays
 VALIDATION_BYTES_PER_TRAIN_ROW = len(CATEGORICAL_FEATURES)  # bool temporaries of save_prepared_tabular
 BYTES_PER_DISTINCT_VALUE = 12  # interning table: int64 key + int32 id
-FIXED_OVERHEAD_BYTES = 96 << 20  # np.savez's 16 MiB write buffer and its copy, small tables, allocator slack (a fresh-clone CI measured 0.3 MiB over 64)
+FIXED_OVERHEAD_BYTES = (
+    96 << 20
+)  # np.savez's 16 MiB write buffer and its copy, small tables, allocator slack (a fresh-clone CI measured 0.3 MiB over 64)
 BLOCK_OVERHEAD_FACTOR = 8  # a parsed block (raw bytes, tokens, columns) holds at most ~8x BLOCK_BYTES
 MIN_ROWS = 10  # floor(0.1 n) >= 1: every split non-empty
 
@@ -128,8 +159,13 @@ def expected_peak_increase_bytes(n_rows: int, n_distinct: int = 0) -> int:
     (interning tables; ``n_distinct`` = distinct training values summed over C1..C26) ``+ 8 BLOCK_BYTES``
     (one parsed block) ``+ 96 MiB``. Full file (45,840,617 rows, ~30 million distinct values): ~9.0 GB."""
     n_train = split_sizes(n_rows)[0]
-    return int(BYTES_PER_ROW * n_rows + VALIDATION_BYTES_PER_TRAIN_ROW * n_train + BYTES_PER_DISTINCT_VALUE * n_distinct
-               + BLOCK_OVERHEAD_FACTOR * _reader.BLOCK_BYTES + FIXED_OVERHEAD_BYTES)
+    return int(
+        BYTES_PER_ROW * n_rows
+        + VALIDATION_BYTES_PER_TRAIN_ROW * n_train
+        + BYTES_PER_DISTINCT_VALUE * n_distinct
+        + BLOCK_OVERHEAD_FACTOR * _reader.BLOCK_BYTES
+        + FIXED_OVERHEAD_BYTES
+    )
 
 
 def split_sizes(n: int) -> tuple[int, int, int]:
@@ -152,8 +188,9 @@ def _peak_rss() -> tuple[int, str]:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024, "ru_maxrss"  # Linux: KiB
 
 
-def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None,
-                    source: str) -> Path:
+def prepare_dataset(
+    *, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None, source: str
+) -> Path:
     """Raw Display Advertising Challenge archive -> prepared tabular ``.npz`` with train / validation / test.
 
     Args:
@@ -175,8 +212,9 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     if source not in SOURCES:
         raise TabularDataError(f"criteo_pctr: source must be one of {SOURCES}, got {source!r}")
     if subset is not None and int(subset) < MIN_ROWS:
-        raise TabularDataError(f"criteo_pctr: subset must be >= {MIN_ROWS} rows (80/10/10 split, every part "
-                               f"non-empty), got {subset}")
+        raise TabularDataError(
+            f"criteo_pctr: subset must be >= {MIN_ROWS} rows (80/10/10 split, every part non-empty), got {subset}"
+        )
     rss_start, rss_source = _peak_rss()
     raw_dir = Path(raw_dir)
     archive = _archive_path(raw_dir)
@@ -187,8 +225,9 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     # pass 1: row count (and every line's field count and label checked before anything is allocated)
     n = _count_rows(archive, limit)
     if n < MIN_ROWS:
-        raise TabularDataError(f"criteo_pctr: {MEMBER} in {archive} has {n} rows; at least {MIN_ROWS} are needed "
-                               "for the 80/10/10 split")
+        raise TabularDataError(
+            f"criteo_pctr: {MEMBER} in {archive} has {n} rows; at least {MIN_ROWS} are needed for the 80/10/10 split"
+        )
     n_train, n_val, n_test = split_sizes(n)
 
     # pass 2: parse into preallocated arrays (rows in file order; the splits are row ranges)
@@ -209,11 +248,11 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
             if row + m > n:
                 raise TabularDataError(f"criteo_pctr: {MEMBER} in {archive} changed while it was read; run again")
             del block
-            y[row:row + m] = labels
+            y[row : row + m] = labels
             missing += np.isnan(num).sum(axis=0)
             negative += (num < 0).sum(axis=0)
             t = log_transform(num)
-            x_num[row:row + m] = t
+            x_num[row : row + m] = t
             k = max(0, min(m, n_train - row))  # rows of this block in the training split
             if k:  # merge the block's mean and sum of squared deviations (Chan et al.; exact for constants)
                 b_mean = t[:k].mean(axis=0)
@@ -226,14 +265,16 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
             for j, interner in enumerate(interners):
                 col = cat[:, j]
                 if k:
-                    x_cat[row:row + k, j] = interner.add(col[:k])
+                    x_cat[row : row + k, j] = interner.add(col[:k])
                 if k < m:
-                    x_cat[row + k:row + m, j] = interner.lookup(col[k:])
+                    x_cat[row + k : row + m, j] = interner.lookup(col[k:])
             row += m
             del labels, num, cat, t
     if row != n:
-        raise TabularDataError(f"criteo_pctr: {MEMBER} in {archive} gave {row} rows on the second read, {n} on the "
-                               "first; the file changed while it was read: run again")
+        raise TabularDataError(
+            f"criteo_pctr: {MEMBER} in {archive} gave {row} rows on the second read, {n} on the "
+            "first; the file changed while it was read: run again"
+        )
 
     # vocabularies (training split only): first-seen ids -> rank of the hash value, 0 stays 0
     vocab_sizes = []
@@ -243,31 +284,53 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
         vocab_sizes.append(len(interner.keys) + 1)
         interners[j] = None
         for a in range(0, n, step):
-            x_cat[a:a + step, j] = lut[x_cat[a:a + step, j]]
+            x_cat[a : a + step, j] = lut[x_cat[a : a + step, j]]
         del lut, interner
     # standardise with the training split's statistics, in place, block by block
     std = np.sqrt(m2 / n_train)
     std = np.where(std > 1e-12, std, 1.0)
     mean32, std32 = mean.astype(np.float32), std.astype(np.float32)
     for a in range(0, n, step):
-        np.subtract(x_num[a:a + step], mean32, out=x_num[a:a + step])
-        np.divide(x_num[a:a + step], std32, out=x_num[a:a + step])
+        np.subtract(x_num[a : a + step], mean32, out=x_num[a : a + step])
+        np.divide(x_num[a : a + step], std32, out=x_num[a : a + step])
     rss_before_save, _ = _peak_rss()
 
     a, b = n_train, n_train + n_val
-    arrays = {"x_num_train": x_num[:a], "x_num_val": x_num[a:b], "x_num_test": x_num[b:],
-              "x_cat_train": x_cat[:a], "x_cat_val": x_cat[a:b], "x_cat_test": x_cat[b:],
-              "y_train": y[:a], "y_val": y[a:b], "y_test": y[b:]}
+    arrays = {
+        "x_num_train": x_num[:a],
+        "x_num_val": x_num[a:b],
+        "x_num_test": x_num[b:],
+        "x_cat_train": x_cat[:a],
+        "x_cat_val": x_cat[a:b],
+        "x_cat_test": x_cat[b:],
+        "y_train": y[:a],
+        "y_val": y[a:b],
+        "y_test": y[b:],
+    }
     metadata = {
-        "dataset": "criteo_pctr", "task": "binary_classification", "source": source, "subset": subset,
-        "label": LABEL, "label_lower": 0, "label_upper": 1, "label_integer": True,
-        "numerical_features": list(NUMERICAL_FEATURES), "categorical_features": list(CATEGORICAL_FEATURES),
-        "sensitive_features": list(SENSITIVE_FEATURES), "feature_numbers_002": dict(FEATURE_NUMBERS_002),
+        "dataset": "criteo_pctr",
+        "task": "binary_classification",
+        "source": source,
+        "subset": subset,
+        "label": LABEL,
+        "label_lower": 0,
+        "label_upper": 1,
+        "label_integer": True,
+        "numerical_features": list(NUMERICAL_FEATURES),
+        "categorical_features": list(CATEGORICAL_FEATURES),
+        "sensitive_features": list(SENSITIVE_FEATURES),
+        "feature_numbers_002": dict(FEATURE_NUMBERS_002),
         "cat_vocab_sizes": vocab_sizes,
         "numerical_standardisation": {"mean": mean.tolist(), "std": std.tolist()},
-        "split": {"kind": "chronological", "fractions": list(SPLIT_FRACTIONS), "n_rows": n, "n_train": n_train,
-                  "n_val": n_val, "n_test": n_test,
-                  "rule": "file order: first floor(0.8 n) rows train, next floor(0.1 n) validation, rest test"},
+        "split": {
+            "kind": "chronological",
+            "fractions": list(SPLIT_FRACTIONS),
+            "n_rows": n,
+            "n_train": n_train,
+            "n_val": n_val,
+            "n_test": n_test,
+            "rule": "file order: first floor(0.8 n) rows train, next floor(0.1 n) validation, rest test",
+        },
         "preprocessing": {
             "rows_read": n,
             "numerical_transform": "sign(x) * log(1 + |x|), then (t - train mean) / train std",
@@ -282,8 +345,10 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
             "expected_array_bytes": BYTES_PER_ROW * n,
             "expected_peak_increase_bytes": expected_peak_increase_bytes(n, sum(vocab_sizes) - len(vocab_sizes)),
             "peak_rss_source": rss_source,
-            "peak_rss_note": ("peak RSS of the preparing process so far (VmHWM, else ru_maxrss); "
-                              "save_prepared_tabular's validation adds up to 26 bytes x n_train afterwards"),
+            "peak_rss_note": (
+                "peak RSS of the preparing process so far (VmHWM, else ru_maxrss); "
+                "save_prepared_tabular's validation adds up to 26 bytes x n_train afterwards"
+            ),
         },
         "raw_files": {archive.name: file_digests(archive)},
     }

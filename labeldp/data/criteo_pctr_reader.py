@@ -26,8 +26,18 @@ import numpy as np
 from .fetch import locate_raw_file
 from .tabular import TabularDataError
 
-__all__ = ["ARCHIVE", "OLD_ARCHIVE_NAME", "MEMBER", "TEST_MEMBER", "README_MEMBER", "LABEL", "NUMERICAL_FEATURES",
-           "CATEGORICAL_FEATURES", "COLUMNS", "BLOCK_BYTES"]
+__all__ = [
+    "ARCHIVE",
+    "OLD_ARCHIVE_NAME",
+    "MEMBER",
+    "TEST_MEMBER",
+    "README_MEMBER",
+    "LABEL",
+    "NUMERICAL_FEATURES",
+    "CATEGORICAL_FEATURES",
+    "COLUMNS",
+    "BLOCK_BYTES",
+]
 
 ARCHIVE = "criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz"
 OLD_ARCHIVE_NAME = "dac.tar.gz"
@@ -40,8 +50,10 @@ CATEGORICAL_FEATURES = tuple(f"C{k}" for k in range(1, 27))
 COLUMNS = (LABEL,) + NUMERICAL_FEATURES + CATEGORICAL_FEATURES
 BLOCK_BYTES = 8 << 20  # bytes of complete lines parsed at a time (a parsed block holds ~4x this)
 
-_FIX = ("the file is not the Display Advertising Challenge train.txt (40 tab-separated columns: label, I1..I13, "
-        "C1..C26) or it is damaged; download the archive again (python -m labeldp.data.fetch criteo_pctr)")
+_FIX = (
+    "the file is not the Display Advertising Challenge train.txt (40 tab-separated columns: label, I1..I13, "
+    "C1..C26) or it is damaged; download the archive again (python -m labeldp.data.fetch criteo_pctr)"
+)
 
 
 def _archive_path(raw_dir: Path) -> Path:
@@ -49,10 +61,15 @@ def _archive_path(raw_dir: Path) -> Path:
     if found is not None:
         return found
     direct = raw_dir / ARCHIVE
-    hint = (f"; {raw_dir / OLD_ARCHIVE_NAME} is the same archive under its older name: rename it to {ARCHIVE}"
-            if (raw_dir / OLD_ARCHIVE_NAME).is_file() else "")
-    raise TabularDataError(f"criteo_pctr: {direct} not found; fetch it first (snakemake fetch_criteo_pctr, or "
-                           f"python -m labeldp.data.fetch criteo_pctr --data-dir <data_dir>/raw){hint}")
+    hint = (
+        f"; {raw_dir / OLD_ARCHIVE_NAME} is the same archive under its older name: rename it to {ARCHIVE}"
+        if (raw_dir / OLD_ARCHIVE_NAME).is_file()
+        else ""
+    )
+    raise TabularDataError(
+        f"criteo_pctr: {direct} not found; fetch it first (snakemake fetch_criteo_pctr, or "
+        f"python -m labeldp.data.fetch criteo_pctr --data-dir <data_dir>/raw){hint}"
+    )
 
 
 def _open_member(archive: Path):
@@ -60,23 +77,27 @@ def _open_member(archive: Path):
     try:
         tar = tarfile.open(archive, mode="r|*")
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise TabularDataError(f"criteo_pctr: {archive} is not a readable tar archive ({exc}); "
-                               "download it again") from exc
+        raise TabularDataError(
+            f"criteo_pctr: {archive} is not a readable tar archive ({exc}); download it again"
+        ) from exc
     try:
         info = next((m for m in tar if m.isfile() and Path(m.name).name == MEMBER), None)
     except (tarfile.TarError, OSError, EOFError) as exc:
         tar.close()
-        raise TabularDataError(f"criteo_pctr: {archive} is not a readable tar archive ({exc}); "
-                               "download it again") from exc
+        raise TabularDataError(
+            f"criteo_pctr: {archive} is not a readable tar archive ({exc}); download it again"
+        ) from exc
     if info is None:
         tar.close()
-        raise TabularDataError(f"criteo_pctr: {archive} has no member {MEMBER}; expected the official archive "
-                               f"({MEMBER}, {TEST_MEMBER}, {README_MEMBER})")
+        raise TabularDataError(
+            f"criteo_pctr: {archive} has no member {MEMBER}; expected the official archive "
+            f"({MEMBER}, {TEST_MEMBER}, {README_MEMBER})"
+        )
     return tar, tar.extractfile(info)
 
 
 def _line(block: bytes, starts: np.ndarray, ends: np.ndarray, i: int) -> str:
-    return block[starts[i]:ends[i]].decode("utf-8", "replace")
+    return block[starts[i] : ends[i]].decode("utf-8", "replace")
 
 
 def _blocks(fh, limit: int | None):
@@ -87,8 +108,10 @@ def _blocks(fh, limit: int | None):
         try:
             data = fh.read(BLOCK_BYTES)
         except (tarfile.TarError, OSError, EOFError, zlib.error) as exc:
-            raise TabularDataError(f"criteo_pctr: the archive ends or is damaged inside {MEMBER} after line "
-                                   f"{line_no - 1} ({exc}); download the archive again") from exc
+            raise TabularDataError(
+                f"criteo_pctr: the archive ends or is damaged inside {MEMBER} after line "
+                f"{line_no - 1} ({exc}); download the archive again"
+            ) from exc
         if not data:
             if not carry:
                 return
@@ -99,13 +122,13 @@ def _blocks(fh, limit: int | None):
             if cut < 0:
                 carry = data
                 continue
-            data, carry = data[:cut + 1], data[cut + 1:]
+            data, carry = data[: cut + 1], data[cut + 1 :]
         arr = np.frombuffer(data, np.uint8)
         ends = np.flatnonzero(arr == 10)
         if limit is not None and line_no - 1 + len(ends) >= limit:
-            ends = ends[:limit - line_no + 1]
-            data, done = data[:int(ends[-1]) + 1], True
-            arr = arr[:len(data)]
+            ends = ends[: limit - line_no + 1]
+            data, done = data[: int(ends[-1]) + 1], True
+            arr = arr[: len(data)]
         starts = np.concatenate([[0], ends[:-1] + 1])
         tabs = np.flatnonzero(arr == 9)
         fields = np.diff(np.searchsorted(tabs, ends), prepend=0) + 1
@@ -113,16 +136,19 @@ def _blocks(fh, limit: int | None):
         if bad.size:
             i = int(bad[0])
             hint = " (39 columns: this looks like the unlabelled test.txt)" if fields[i] == len(COLUMNS) - 1 else ""
-            raise TabularDataError(f"criteo_pctr: {MEMBER} line {line_no + i} has {int(fields[i])} tab-separated "
-                                   f"fields, expected {len(COLUMNS)}{hint}: {_line(data, starts, ends, i)[:120]!r}; "
-                                   f"{_FIX}")
+            raise TabularDataError(
+                f"criteo_pctr: {MEMBER} line {line_no + i} has {int(fields[i])} tab-separated "
+                f"fields, expected {len(COLUMNS)}{hint}: {_line(data, starts, ends, i)[:120]!r}; "
+                f"{_FIX}"
+            )
         ok = ((arr[starts] == 48) | (arr[starts] == 49)) & (arr[starts + 1] == 9)
         bad = np.flatnonzero(~ok)
         if bad.size:
             i = int(bad[0])
             value = _line(data, starts, ends, i).split("\t", 1)[0]
-            raise TabularDataError(f"criteo_pctr: {MEMBER} line {line_no + i} has label {value!r}, expected 0 or 1 "
-                                   f"(clicked); {_FIX}")
+            raise TabularDataError(
+                f"criteo_pctr: {MEMBER} line {line_no + i} has label {value!r}, expected 0 or 1 (clicked); {_FIX}"
+            )
         yield line_no, data
         line_no += len(ends)
 
@@ -184,11 +210,16 @@ def _parse_block(block: bytes, line_no: int):
         is_int = k <= len(NUMERICAL_FEATURES)
         value, missing, bad = _parse_field(arr, start, end, 10 if is_int else 16, signed=is_int)
         if bad >= 0:
-            text = block[start[bad]:end[bad]].decode("utf-8", "replace")
-            want = ("an integer (decimal digits, optionally a leading -)" if is_int
-                    else "a 32-bit hash in hex (up to 8 hex digits)")
-            raise TabularDataError(f"criteo_pctr: {MEMBER} line {line_no + bad}: {col} is {text!r}, expected {want} "
-                                   f"or an empty field; {_FIX}")
+            text = block[start[bad] : end[bad]].decode("utf-8", "replace")
+            want = (
+                "an integer (decimal digits, optionally a leading -)"
+                if is_int
+                else "a 32-bit hash in hex (up to 8 hex digits)"
+            )
+            raise TabularDataError(
+                f"criteo_pctr: {MEMBER} line {line_no + bad}: {col} is {text!r}, expected {want} "
+                f"or an empty field; {_FIX}"
+            )
         if is_int:
             num[:, k - 1] = np.where(missing, np.nan, value)
         else:

@@ -21,10 +21,63 @@ __all__ = ["write_standin"]
 
 # The planted signal: fixed tables (the same for every seed), so a stand-in is learnable by design.
 _SIGNAL_SEED = 20140624  # the challenge's start date
-_CARDINALITIES = (60, 250, 5000, 3000, 40, 8, 400, 80, 3, 1000, 500, 5000, 300, 12, 800, 4000, 10, 400, 300, 4,
-                  4000, 10, 15, 2000, 50, 1500)
-_CAT_MISSING = (0, 0, .03, .03, 0, .1, 0, 0, 0, 0, 0, .03, 0, 0, 0, .03, 0, 0, .4, .4, .03, .7, 0, .03, .4, .4)
-_INT_MISSING = (.45, 0, .2, .2, .03, .22, .04, .001, .04, .45, .04, .75, .2)
+_CARDINALITIES = (
+    60,
+    250,
+    5000,
+    3000,
+    40,
+    8,
+    400,
+    80,
+    3,
+    1000,
+    500,
+    5000,
+    300,
+    12,
+    800,
+    4000,
+    10,
+    400,
+    300,
+    4,
+    4000,
+    10,
+    15,
+    2000,
+    50,
+    1500,
+)
+_CAT_MISSING = (
+    0,
+    0,
+    0.03,
+    0.03,
+    0,
+    0.1,
+    0,
+    0,
+    0,
+    0,
+    0,
+    0.03,
+    0,
+    0,
+    0,
+    0.03,
+    0,
+    0,
+    0.4,
+    0.4,
+    0.03,
+    0.7,
+    0,
+    0.03,
+    0.4,
+    0.4,
+)
+_INT_MISSING = (0.45, 0, 0.2, 0.2, 0.03, 0.22, 0.04, 0.001, 0.04, 0.45, 0.04, 0.75, 0.2)
 _INT_LOGMEAN = (0.8, 3.0, 2.5, 1.8, 7.5, 4.0, 1.2, 2.4, 3.5, 0.3, 0.6, 0.2, 1.4)
 
 
@@ -48,8 +101,13 @@ def _standin_rows(rng: np.random.Generator, n: int, *, labelled: bool) -> str:
     cat_missing = rng.random((n, 26)) < np.asarray(_CAT_MISSING)
     if labelled:
         t = log_transform(np.where(int_missing, np.nan, ints.astype(float)))
-        logit = (-1.2 + 1.2 * effect_c1[codes[:, 0]] + 1.2 * effect_c2[codes[:, 1]]
-                 + 0.6 * (t[:, 2] - 2.0) - 0.5 * (t[:, 1] - 2.0))
+        logit = (
+            -1.2
+            + 1.2 * effect_c1[codes[:, 0]]
+            + 1.2 * effect_c2[codes[:, 1]]
+            + 0.6 * (t[:, 2] - 2.0)
+            - 0.5 * (t[:, 1] - 2.0)
+        )
         click = rng.random(n) < 1.0 / (1.0 + np.exp(-logit))
         cols.append(np.where(click, "1", "0").tolist())
     for j in range(13):
@@ -61,8 +119,9 @@ def _standin_rows(rng: np.random.Generator, n: int, *, labelled: bool) -> str:
     return "".join(f"{line}\n" for line in map("\t".join, zip(*cols)))
 
 
-def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None,
-                  n_test: int | None = None) -> list[Path]:
+def write_standin(
+    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+) -> list[Path]:
     """Writes a SYNTHETIC ``criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz``
     (tests / CPU smoke only).
 
@@ -92,13 +151,20 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
         raise ValueError(f"n_rows must be >= {MIN_ROWS}")
     directory = Path(directory)
     tr, va, te = split_sizes(n_rows)
-    write_standin_marker(directory, dataset="criteo_pctr", seed=seed,
-                         n_train=n_train if n_train is not None else tr,
-                         n_test=n_test if n_test is not None else va + te, n_rows=n_rows)
+    write_standin_marker(
+        directory,
+        dataset="criteo_pctr",
+        seed=seed,
+        n_train=n_train if n_train is not None else tr,
+        n_test=n_test if n_test is not None else va + te,
+        n_rows=n_rows,
+    )
     rng = np.random.default_rng(seed)
     members = {
-        README_MEMBER: (f"SYNTHETIC stand-in for the Criteo Display Advertising Challenge data (labeldp, seed {seed}); "
-                        "NOT the real data. Same layout: label, I1..I13, C1..C26, tab separated.\n").encode(),
+        README_MEMBER: (
+            f"SYNTHETIC stand-in for the Criteo Display Advertising Challenge data (labeldp, seed {seed}); "
+            "NOT the real data. Same layout: label, I1..I13, C1..C26, tab separated.\n"
+        ).encode(),
         MEMBER: _standin_rows(rng, n_rows, labelled=True).encode(),
         TEST_MEMBER: _standin_rows(rng, max(1, min(1000, n_rows // 10)), labelled=False).encode(),
     }

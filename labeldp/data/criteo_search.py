@@ -54,25 +54,64 @@ import numpy as np
 
 from .fetch import file_digests, locate_raw_file
 from .rawformats import is_standin_dir
-from .tabular import (TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular,
-                      standardise)
+from .tabular import (
+    TabularDataError,
+    build_vocab,
+    encode_numeric_categories,
+    random_split,
+    save_prepared_tabular,
+    standardise,
+)
 
-__all__ = ["ARCHIVE", "MEMBER", "COLUMNS", "LABEL", "LABEL_RANGE", "NUMERICAL_FEATURES", "CATEGORICAL_FEATURES",
-           "prepare_dataset", "write_standin"]
+__all__ = [
+    "ARCHIVE",
+    "MEMBER",
+    "COLUMNS",
+    "LABEL",
+    "LABEL_RANGE",
+    "NUMERICAL_FEATURES",
+    "CATEGORICAL_FEATURES",
+    "prepare_dataset",
+    "write_standin",
+]
 
 ARCHIVE = "criteo-research-search-conversion.tar.gz"
 MEMBER = "CriteoSearchData"
 STANDIN_MEMBER = "Criteo_Conversion_Search/" + MEMBER
-COLUMNS = ("Sale", "SalesAmountInEuro", "time_delay_for_conversion", "click_timestamp", "nb_clicks_1week",
-           "product_price", "product_age_group", "device_type", "audience_id", "product_gender", "product_brand",
-           *(f"product_category{i}" for i in range(1, 8)), "product_country", "product_id", "product_title",
-           "partner_id", "user_id")
+COLUMNS = (
+    "Sale",
+    "SalesAmountInEuro",
+    "time_delay_for_conversion",
+    "click_timestamp",
+    "nb_clicks_1week",
+    "product_price",
+    "product_age_group",
+    "device_type",
+    "audience_id",
+    "product_gender",
+    "product_brand",
+    *(f"product_category{i}" for i in range(1, 8)),
+    "product_country",
+    "product_id",
+    "product_title",
+    "partner_id",
+    "user_id",
+)
 LABEL = "SalesAmountInEuro"
 LABEL_RANGE = (0, 400)
 NUMERICAL_FEATURES = ("nb_clicks_1week", "product_price")
-CATEGORICAL_FEATURES = ("product_age_group", "device_type", "audience_id", "product_gender", "product_brand",
-                        *(f"product_category{i}" for i in range(1, 8)), "product_country", "product_id",
-                        "product_title", "partner_id")
+CATEGORICAL_FEATURES = (
+    "product_age_group",
+    "device_type",
+    "audience_id",
+    "product_gender",
+    "product_brand",
+    *(f"product_category{i}" for i in range(1, 8)),
+    "product_country",
+    "product_id",
+    "product_title",
+    "partner_id",
+)
 SOURCES = ("official", "synthetic_standin")
 CHUNK_ROWS = 250_000
 
@@ -82,8 +121,10 @@ def _archive_path(raw_dir: Path) -> Path:
     if found is not None:
         return found
     direct = raw_dir / ARCHIVE
-    raise TabularDataError(f"criteo_search: {direct} not found; fetch it first (snakemake fetch_criteo_search, or "
-                           f"python -m labeldp.data.fetch criteo_search --data-dir <data_dir>/raw)")
+    raise TabularDataError(
+        f"criteo_search: {direct} not found; fetch it first (snakemake fetch_criteo_search, or "
+        f"python -m labeldp.data.fetch criteo_search --data-dir <data_dir>/raw)"
+    )
 
 
 def _read(archive: Path, subset: int | None):
@@ -92,8 +133,12 @@ def _read(archive: Path, subset: int | None):
 
     tables: list[dict] = [{} for _ in CATEGORICAL_FEATURES]
     ys, nums, cats = [], [], []
-    counts = {"rows_read": 0, "rows_dropped_label_minus1": 0, "rows_dropped_label_missing": 0,
-              "rows_dropped_label_negative": 0}
+    counts = {
+        "rows_read": 0,
+        "rows_dropped_label_minus1": 0,
+        "rows_dropped_label_missing": 0,
+        "rows_dropped_label_negative": 0,
+    }
     kept = 0
     try:
         tar = tarfile.open(archive, mode="r|*")
@@ -109,12 +154,23 @@ def _read(archive: Path, subset: int | None):
             raise TabularDataError(f"criteo_search: {info.name} in {archive} is empty")
         n_fields = first.count(b"\t") + 1
         if n_fields != len(COLUMNS):
-            raise TabularDataError(f"criteo_search: {info.name} has {n_fields} tab-separated columns, expected "
-                                   f"{len(COLUMNS)} ({', '.join(COLUMNS)}); the label {LABEL} is column 2")
+            raise TabularDataError(
+                f"criteo_search: {info.name} has {n_fields} tab-separated columns, expected "
+                f"{len(COLUMNS)} ({', '.join(COLUMNS)}); the label {LABEL} is column 2"
+            )
         dtype = {c: "category" for c in CATEGORICAL_FEATURES} | {c: "float64" for c in (LABEL,) + NUMERICAL_FEATURES}
         na = {c: ["", "-1"] for c in CATEGORICAL_FEATURES} | {c: [""] for c in (LABEL,) + NUMERICAL_FEATURES}
-        reader = pd.read_csv(fh, sep="\t", header=None, names=list(COLUMNS), usecols=list(dtype), dtype=dtype,
-                             keep_default_na=False, na_values=na, chunksize=CHUNK_ROWS)
+        reader = pd.read_csv(
+            fh,
+            sep="\t",
+            header=None,
+            names=list(COLUMNS),
+            usecols=list(dtype),
+            dtype=dtype,
+            keep_default_na=False,
+            na_values=na,
+            chunksize=CHUNK_ROWS,
+        )
         try:
             for chunk in reader:
                 y = chunk[LABEL].to_numpy()
@@ -132,8 +188,9 @@ def _read(archive: Path, subset: int | None):
                 block = np.zeros((len(part), len(CATEGORICAL_FEATURES)), np.int32)
                 for j, (col, table) in enumerate(zip(CATEGORICAL_FEATURES, tables)):
                     s = part[col].cat.remove_unused_categories()
-                    lut = np.fromiter((table.setdefault(v, len(table) + 1) for v in s.cat.categories), np.int32,
-                                      len(s.cat.categories))
+                    lut = np.fromiter(
+                        (table.setdefault(v, len(table) + 1) for v in s.cat.categories), np.int32, len(s.cat.categories)
+                    )
                     codes = s.cat.codes.to_numpy()
                     block[:, j] = np.where(codes >= 0, lut[np.maximum(codes, 0)] if len(lut) else 0, 0)
                 cats.append(block)
@@ -141,8 +198,10 @@ def _read(archive: Path, subset: int | None):
                 if subset is not None and kept >= subset:
                     break
         except (ValueError, pd.errors.ParserError) as exc:
-            raise TabularDataError(f"criteo_search: cannot parse {info.name} in {archive} as the 23-column "
-                                   f"tab-separated CriteoSearchData ({exc})") from exc
+            raise TabularDataError(
+                f"criteo_search: cannot parse {info.name} in {archive} as the 23-column "
+                f"tab-separated CriteoSearchData ({exc})"
+            ) from exc
     if not ys:
         return np.zeros(0), np.zeros((0, len(NUMERICAL_FEATURES))), np.zeros((0, len(CATEGORICAL_FEATURES))), counts
     cat = np.concatenate(cats)
@@ -153,8 +212,9 @@ def _read(archive: Path, subset: int | None):
     return np.concatenate(ys), np.concatenate(nums), cat, counts
 
 
-def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None,
-                    source: str) -> Path:
+def prepare_dataset(
+    *, raw_dir: str | os.PathLike, out_path: str | os.PathLike, subset: int | None = None, source: str
+) -> Path:
     """Raw Criteo Search archive -> prepared tabular ``.npz`` (layout: :mod:`labeldp.data.tabular`).
 
     Args:
@@ -181,8 +241,10 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
         source = "synthetic_standin"
     y, num, cat, counts = _read(archive, None if subset is None else int(subset))
     if len(y) == 0:
-        raise TabularDataError(f"criteo_search: no row of {archive} has a {LABEL} other than -1 (rows read: "
-                               f"{counts}); nothing to learn from")
+        raise TabularDataError(
+            f"criteo_search: no row of {archive} has a {LABEL} other than -1 (rows read: "
+            f"{counts}); nothing to learn from"
+        )
     lo, hi = LABEL_RANGE
     counts["rows_clipped_at_upper"] = int((y > hi).sum())
     y = np.clip(y, lo, hi)
@@ -197,21 +259,46 @@ def prepare_dataset(*, raw_dir: str | os.PathLike, out_path: str | os.PathLike, 
     c_train = np.empty((train.size, cat.shape[1]), np.int32)
     c_test = np.empty((test.size, cat.shape[1]), np.int32)
     for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
-        c_train[:, j], c_test[:, j] = encode_numeric_categories(cat[train, j], vocab), encode_numeric_categories(cat[test, j], vocab)
+        c_train[:, j], c_test[:, j] = (
+            encode_numeric_categories(cat[train, j], vocab),
+            encode_numeric_categories(cat[test, j], vocab),
+        )
     metadata = {
-        "dataset": "criteo_search", "source": source, "subset": subset, "label": LABEL,
-        "label_lower": lo, "label_upper": hi, "label_integer": False,
-        "numerical_features": num_names, "categorical_features": list(CATEGORICAL_FEATURES),
-        "cat_vocab_sizes": [len(v) + 1 for v in vocabs], "numerical_standardisation": stats,
-        "split": {"kind": "random", "test_fraction": 0.2, "seed": 0, "n_train": int(train.size),
-                  "n_test": int(test.size)},
-        "preprocessing": {**counts, "label_range": [lo, hi], "drop": f"{LABEL} == -1 (no conversion)",
-                          "clip": f"{LABEL} clipped at {hi} (003: 95th percentile)",
-                          "numerical_missing_rule": "-1 -> 0 plus a 0/1 <name>_missing column"},
+        "dataset": "criteo_search",
+        "source": source,
+        "subset": subset,
+        "label": LABEL,
+        "label_lower": lo,
+        "label_upper": hi,
+        "label_integer": False,
+        "numerical_features": num_names,
+        "categorical_features": list(CATEGORICAL_FEATURES),
+        "cat_vocab_sizes": [len(v) + 1 for v in vocabs],
+        "numerical_standardisation": stats,
+        "split": {
+            "kind": "random",
+            "test_fraction": 0.2,
+            "seed": 0,
+            "n_train": int(train.size),
+            "n_test": int(test.size),
+        },
+        "preprocessing": {
+            **counts,
+            "label_range": [lo, hi],
+            "drop": f"{LABEL} == -1 (no conversion)",
+            "clip": f"{LABEL} clipped at {hi} (003: 95th percentile)",
+            "numerical_missing_rule": "-1 -> 0 plus a 0/1 <name>_missing column",
+        },
         "raw_files": {archive.name: file_digests(archive)},
     }
-    arrays = {"x_num_train": x_train, "x_num_test": x_test, "x_cat_train": c_train, "x_cat_test": c_test,
-              "y_train": y[train], "y_test": y[test]}
+    arrays = {
+        "x_num_train": x_train,
+        "x_num_test": x_test,
+        "x_cat_train": c_train,
+        "x_cat_test": c_test,
+        "y_train": y[train],
+        "y_test": y[test],
+    }
     return save_prepared_tabular(out_path, arrays, metadata)
 
 
@@ -222,8 +309,9 @@ def _hash(col: str, value: int) -> str:
     return hashlib.md5(f"{col}:{value}".encode()).hexdigest().upper()
 
 
-def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None,
-                  n_test: int | None = None) -> list[Path]:
+def write_standin(
+    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+) -> list[Path]:
     """Writes a SYNTHETIC ``criteo-research-search-conversion.tar.gz`` (tests / CPU smoke only).
 
     Same member path (``Criteo_Conversion_Search/CriteoSearchData``) and 23-column layout as the
@@ -247,8 +335,14 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
         raise ValueError("n_rows must be >= 2")
     directory = Path(directory)
     n_test = n_test if n_test is not None else max(1, round(0.2 * n_rows))
-    write_standin_marker(directory, dataset="criteo_search", seed=seed,
-                         n_train=n_train if n_train is not None else n_rows - n_test, n_test=n_test, n_rows=n_rows)
+    write_standin_marker(
+        directory,
+        dataset="criteo_search",
+        seed=seed,
+        n_train=n_train if n_train is not None else n_rows - n_test,
+        n_test=n_test,
+        n_rows=n_rows,
+    )
     rng = np.random.default_rng(seed)
     price = np.round(np.exp(rng.normal(4.0, 0.9, n_rows)), 2)
     cat1 = rng.integers(0, 6, n_rows)
@@ -262,15 +356,31 @@ def write_standin(directory: str | os.PathLike, *, n_rows: int, seed: int, n_tra
     clicks = rng.integers(0, 200, n_rows)
     clicks[rng.random(n_rows) < 0.1] = -1
     price_out = np.where(rng.random(n_rows) < 0.05, -1.0, price)
-    cards = {"product_age_group": 5, "device_type": 6, "audience_id": 30, "product_gender": 4, "product_brand": 40,
-             "product_category1": 6, **{f"product_category{i}": 10 for i in range(2, 8)}, "product_country": 8,
-             "product_id": 300, "product_title": 300, "partner_id": 25}
+    cards = {
+        "product_age_group": 5,
+        "device_type": 6,
+        "audience_id": 30,
+        "product_gender": 4,
+        "product_brand": 40,
+        "product_category1": 6,
+        **{f"product_category{i}": 10 for i in range(2, 8)},
+        "product_country": 8,
+        "product_id": 300,
+        "product_title": 300,
+        "partner_id": 25,
+    }
     cat_values = {c: rng.integers(0, k, n_rows) for c, k in cards.items()}
     cat_values["product_category1"] = cat1
     lines = []
     for i in range(n_rows):
-        row = [str(sale[i]), "-1" if amount[i] == -1 else f"{amount[i]:.2f}", str(delay[i]), str(1596439471 + 7 * i),
-               str(clicks[i]), "-1" if price_out[i] == -1 else f"{price_out[i]:.2f}"]
+        row = [
+            str(sale[i]),
+            "-1" if amount[i] == -1 else f"{amount[i]:.2f}",
+            str(delay[i]),
+            str(1596439471 + 7 * i),
+            str(clicks[i]),
+            "-1" if price_out[i] == -1 else f"{price_out[i]:.2f}",
+        ]
         for c in CATEGORICAL_FEATURES:
             v = int(cat_values[c][i])
             row.append("-1" if (c != "product_category1" and rng.random() < 0.05) else _hash(c, v))

@@ -128,14 +128,13 @@ def _pinned_for(spec: DatasetSpec, pinned_sha256: str | Mapping[str, str] | None
             raise ValueError(f"pinned_sha256 names files {sorted(unknown)} that {spec.name} does not have")
         return {k: v for k, v in pinned_sha256.items() if v}
     if len(spec.files) != 1:
-        raise ValueError(
-            f"{spec.name} has {len(spec.files)} files; give pinned_sha256 as a mapping filename -> sha256"
-        )
+        raise ValueError(f"{spec.name} has {len(spec.files)} files; give pinned_sha256 as a mapping filename -> sha256")
     return {spec.files[0].filename: pinned_sha256} if pinned_sha256 else {}
 
 
-def _after_arrival(spec: DatasetSpec, rf: RemoteFile, dest: Path, digests: Mapping[str, str],
-                   had_expectation: bool, quiet: bool) -> None:
+def _after_arrival(
+    spec: DatasetSpec, rf: RemoteFile, dest: Path, digests: Mapping[str, str], had_expectation: bool, quiet: bool
+) -> None:
     """Record/refresh the sha256 sidecar of files without a published checksum."""
     if rf.has_published_checksum:
         return
@@ -150,8 +149,9 @@ def _after_arrival(spec: DatasetSpec, rf: RemoteFile, dest: Path, digests: Mappi
         print(f"[labeldp.data] {msg}", file=sys.stderr, flush=True)
 
 
-def _missing_message(spec: DatasetSpec, rf: RemoteFile, dest: Path, searched: list[Path],
-                     mirrors: list[Path], reason: str) -> str:
+def _missing_message(
+    spec: DatasetSpec, rf: RemoteFile, dest: Path, searched: list[Path], mirrors: list[Path], reason: str
+) -> str:
     lines = [f"{spec.name}: raw file {rf.filename} is missing ({reason})."]
     lines.append(f"  destination: {dest}")
     if searched:
@@ -165,7 +165,9 @@ def _missing_message(spec: DatasetSpec, rf: RemoteFile, dest: Path, searched: li
     urls = rf.urls
     lines.append("  official URL: " + (" | ".join(urls) if urls else "none"))
     if rf.md5 or rf.sha256:
-        lines.append("  expected checksum: " + ", ".join(f"{a} {v}" for a, v in (("md5", rf.md5), ("sha256", rf.sha256)) if v))
+        lines.append(
+            "  expected checksum: " + ", ".join(f"{a} {v}" for a, v in (("md5", rf.md5), ("sha256", rf.sha256)) if v)
+        )
     lines.append(
         f"  fix: download the file from the URL and put it at <mirror>/{spec.name}/{rf.filename}, "
         "then run again with the mirror configured (it is verified before use)"
@@ -186,8 +188,15 @@ def _missing_message(spec: DatasetSpec, rf: RemoteFile, dest: Path, searched: li
 # ========================================================================= file fetching
 
 
-def _fetch_file(spec: DatasetSpec, rf: RemoteFile, dest_dir: Path, mirrors: list[Path],
-                allow_download: bool, pinned: str | None, quiet: bool) -> Path:
+def _fetch_file(
+    spec: DatasetSpec,
+    rf: RemoteFile,
+    dest_dir: Path,
+    mirrors: list[Path],
+    allow_download: bool,
+    pinned: str | None,
+    quiet: bool,
+) -> Path:
     dest = dest_dir / rf.filename
     expected, origin = _expected_checksums(rf, dest, pinned)
 
@@ -225,7 +234,10 @@ def _fetch_file(spec: DatasetSpec, rf: RemoteFile, dest_dir: Path, mirrors: list
             tmp, actual = _stream_to_temp(src, dest, None)
         try:
             err = _checksum_error(
-                cand, actual, expected, filename=rf.filename,
+                cand,
+                actual,
+                expected,
+                filename=rf.filename,
                 hint=(
                     f"The mirror copy {cand} is corrupt or not the official file (expected value "
                     f"{origin}); nothing was written to {dest_dir}. Replace the mirror file with a "
@@ -253,11 +265,17 @@ def _fetch_file(spec: DatasetSpec, rf: RemoteFile, dest_dir: Path, mirrors: list
             tmp, actual = _download_to_temp(url, dest, quiet)
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             errors.append(f"{url}: {exc}")
-            _log(f"download failed ({exc}); trying the next URL" if url != rf.urls[-1] else f"download failed ({exc})", quiet)
+            _log(
+                f"download failed ({exc}); trying the next URL" if url != rf.urls[-1] else f"download failed ({exc})",
+                quiet,
+            )
             continue
         try:
             err = _checksum_error(
-                url, actual, expected, filename=rf.filename,
+                url,
+                actual,
+                expected,
+                filename=rf.filename,
                 hint=(
                     f"The file served by {url} does not match (expected value {origin}); it was "
                     f"discarded and nothing was written to {dest_dir}. Retry later, use another "
@@ -352,7 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("dataset", choices=sorted(DATASETS))
     parser.add_argument("--data-dir", required=True, type=Path, help="files go to DATA_DIR/<dataset>/")
-    parser.add_argument("--mirror", default=None, help=f"mirror directory (<mirror>/<dataset>/<file>); default ${MIRROR_ENV}")
+    parser.add_argument(
+        "--mirror", default=None, help=f"mirror directory (<mirror>/<dataset>/<file>); default ${MIRROR_ENV}"
+    )
     parser.add_argument("--no-download", action="store_true", help="never touch the network")
     parser.add_argument("--sha256", default=None, help="pinned sha256 (one-file datasets: Criteo, census extract)")
     parser.add_argument("--census-path", default=None, help="path of the IPUMS 1940 extract (census1940)")

@@ -43,8 +43,9 @@ def _census_header(path: Path) -> list[str]:
     return [c.strip().strip('"').upper() for c in first.split(",")]
 
 
-def _fetch_census(spec: DatasetSpec, data_dir: Path, census_path: str | os.PathLike | None,
-                  pinned: str | None, quiet: bool) -> list[Path]:
+def _fetch_census(
+    spec: DatasetSpec, data_dir: Path, census_path: str | os.PathLike | None, pinned: str | None, quiet: bool
+) -> list[Path]:
     path = Path(census_path) if census_path else data_dir / spec.name / CENSUS1940_DEFAULT_FILENAME
     where = (
         f"Put the extract at: {path}\n(that is the configured census_path"

@@ -132,9 +132,7 @@ def _checksum_error(path, actual, expected, **kwargs) -> ChecksumError | None:
     return ChecksumError(path, *bad[0], also=bad[1:], **kwargs)
 
 
-def verify_file(
-    path: str | os.PathLike, *, md5: str | None = None, sha256: str | None = None
-) -> dict[str, str]:
+def verify_file(path: str | os.PathLike, *, md5: str | None = None, sha256: str | None = None) -> dict[str, str]:
     """Check ``path`` against the given md5 and/or sha256; return both actual digests.
 
     Raises :class:`ChecksumError` (naming the file, expected and actual value) on a

@@ -117,7 +117,11 @@ def _check_official(spec: DatasetSpec, paths: dict[str, Path], digests: dict[str
         if path.name != fname:
             # an uncompressed copy cannot be compared with the official (gzip) checksum
             raise ChecksumError(
-                path, "md5", rf.md5 or "?", digests[fname]["md5"], filename=fname,
+                path,
+                "md5",
+                rf.md5 or "?",
+                digests[fname]["md5"],
+                filename=fname,
                 hint=(
                     f"Only the official compressed file {fname} can be verified; keep the .gz file in "
                     f"{path.parent} (fetch it again)."
@@ -126,7 +130,11 @@ def _check_official(spec: DatasetSpec, paths: dict[str, Path], digests: dict[str
         for alg, exp in (("sha256", rf.sha256), ("md5", rf.md5)):
             if exp and digests[fname][alg] != exp:
                 raise ChecksumError(
-                    path, alg, exp, digests[fname][alg], filename=fname,
+                    path,
+                    alg,
+                    exp,
+                    digests[fname][alg],
+                    filename=fname,
                     hint=(
                         "The raw file is not the official one. Fetch it again (python -m labeldp.data.fetch); "
                         "if it is a synthetic stand-in, its directory must carry the STANDIN_SYNTHETIC marker "
@@ -173,9 +181,7 @@ def prepare_image_dataset(
     """
     spec = get_spec(name)
     if spec.kind != "image":
-        raise NotImplementedError(
-            f"{name} is a {spec.kind} dataset; prepare_image_dataset handles image datasets only"
-        )
+        raise NotImplementedError(f"{name} is a {spec.kind} dataset; prepare_image_dataset handles image datasets only")
     if subset is not None and (isinstance(subset, bool) or int(subset) < 1):
         raise ValueError(f"subset must be a positive integer or None, got {subset!r}")
     raw_dir, out_path = Path(raw_dir), Path(out_path)
@@ -242,7 +248,9 @@ def prepare_image_dataset(
         "n_test_full": n_full["test"],
         "num_classes": k,
         "input_shape": list(expected_shape),
-        "raw_files": {f: {"path": str(p), "sha256": digests[f]["sha256"], "md5": digests[f]["md5"]} for f, p in paths.items()},
+        "raw_files": {
+            f: {"path": str(p), "sha256": digests[f]["sha256"], "md5": digests[f]["md5"]} for f, p in paths.items()
+        },
         "raw_sha256": {f: digests[f]["sha256"] for f in paths},
         "standin_marker": marker,
         "labeldp_version": labeldp_version,
@@ -294,16 +302,21 @@ def main(argv: list[str] | None = None) -> int:
         description="Parse raw image-dataset files into an .npz (x/y train/test + metadata).",
     )
     parser.add_argument("dataset", choices=sorted([*DATASETS, *views.VIEWS]))
-    parser.add_argument("--raw-dir", required=True, type=Path,
-                        help="directory holding the raw files (<data-dir>/<dataset>; a split view's: its base dataset's)")
+    parser.add_argument(
+        "--raw-dir",
+        required=True,
+        type=Path,
+        help="directory holding the raw files (<data-dir>/<dataset>; a split view's: its base dataset's)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="output .npz path")
     parser.add_argument("--subset", type=int, default=None, help="keep the first N examples of each split")
     args = parser.parse_args(argv)
     try:
         if args.dataset in views.VIEWS:  # labeldp.data.views: the base module with the view's split
             source = SOURCE_STANDIN if is_standin_dir(args.raw_dir) else SOURCE_OFFICIAL
-            out = views.prepare_view(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset,
-                                     source=source)
+            out = views.prepare_view(
+                args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset, source=source
+            )
         elif DATASETS[args.dataset].kind == "image":
             out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
         else:  # tabular: one module per dataset, labeldp/data/<dataset>.py, defines prepare_dataset

@@ -35,8 +35,16 @@ import numpy as np
 
 from .tabular import TabularDataError, random_split, save_prepared_tabular, standardise
 
-__all__ = ["FILENAME", "SHA256", "LABEL", "LABEL_RANGE", "FEATURES", "packaged_csv", "fetch_packaged",
-           "prepare_dataset"]
+__all__ = [
+    "FILENAME",
+    "SHA256",
+    "LABEL",
+    "LABEL_RANGE",
+    "FEATURES",
+    "packaged_csv",
+    "fetch_packaged",
+    "prepare_dataset",
+]
 
 FILENAME = "randhie.csv"
 SHA256 = "9f6c87d05aef087a82cc4465310c8cd3f38327be6eafa43bd81fb98c4f3d088c"
@@ -44,8 +52,10 @@ LABEL = "mdvis"
 LABEL_RANGE = (0, 20)
 FEATURES = ("lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg", "hlthf", "hlthp")
 SOURCE = "package_standin"
-STANDIN_NOTE = ("REAL data, but a stand-in for 003's data sets: RAND HIE (statsmodels), label mdvis "
-                "(outpatient visits), clipped to [0, 20]")
+STANDIN_NOTE = (
+    "REAL data, but a stand-in for 003's data sets: RAND HIE (statsmodels), label mdvis "
+    "(outpatient visits), clipped to [0, 20]"
+)
 
 
 def packaged_csv() -> Path:
@@ -57,8 +67,10 @@ def packaged_csv() -> Path:
     try:
         import statsmodels.datasets.randhie as pkg
     except ImportError as err:
-        raise TabularDataError("rand_hie: the data set ships inside the statsmodels wheel, which is not installed; "
-                               "run `pip install statsmodels` (it is a dependency in pyproject.toml)") from err
+        raise TabularDataError(
+            "rand_hie: the data set ships inside the statsmodels wheel, which is not installed; "
+            "run `pip install statsmodels` (it is a dependency in pyproject.toml)"
+        ) from err
     path = Path(pkg.__file__).parent / FILENAME
     if not path.is_file():
         raise TabularDataError(f"rand_hie: {path} is missing from the installed statsmodels; reinstall statsmodels")
@@ -89,8 +101,10 @@ def fetch_packaged(*, data_dir: str | Path, quiet: bool = False) -> list[Path]:
     src = packaged_csv()
     digest = _sha256(src)
     if digest != SHA256:
-        raise TabularDataError(f"rand_hie: {src} has sha256 {digest}, expected {SHA256}; the statsmodels copy "
-                               "differs from the one this suite was checked with (reinstall statsmodels)")
+        raise TabularDataError(
+            f"rand_hie: {src} has sha256 {digest}, expected {SHA256}; the statsmodels copy "
+            "differs from the one this suite was checked with (reinstall statsmodels)"
+        )
     dest_dir = Path(data_dir) / "rand_hie"
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / FILENAME
@@ -102,8 +116,9 @@ def fetch_packaged(*, data_dir: str | Path, quiet: bool = False) -> list[Path]:
     return [dest]
 
 
-def prepare_dataset(*, raw_dir: str | Path, out_path: str | Path, subset: int | None = None,
-                    source: str = SOURCE) -> Path:
+def prepare_dataset(
+    *, raw_dir: str | Path, out_path: str | Path, subset: int | None = None, source: str = SOURCE
+) -> Path:
     """Raw CSV -> prepared tabular ``.npz`` (see :mod:`labeldp.data.tabular`).
 
     Args:
@@ -119,8 +134,10 @@ def prepare_dataset(*, raw_dir: str | Path, out_path: str | Path, subset: int | 
 
     path = Path(raw_dir) / FILENAME
     if not path.is_file():
-        raise TabularDataError(f"rand_hie: {path} not found; fetch it first (snakemake fetch_rand_hie, or "
-                               "python -m labeldp.data.fetch rand_hie --data-dir <data_dir>/raw)")
+        raise TabularDataError(
+            f"rand_hie: {path} not found; fetch it first (snakemake fetch_rand_hie, or "
+            "python -m labeldp.data.fetch rand_hie --data-dir <data_dir>/raw)"
+        )
     digest = _sha256(path)
     if digest != SHA256:
         raise TabularDataError(f"rand_hie: {path} has sha256 {digest}, expected {SHA256}; fetch it again")
@@ -149,15 +166,28 @@ def prepare_dataset(*, raw_dir: str | Path, out_path: str | Path, subset: int | 
         "categorical_features": [],
         "cat_vocab_sizes": [],
         "numerical_standardisation": stats,
-        "split": {"kind": "random", "test_fraction": 0.2, "seed": 0, "n_train": int(train.size),
-                  "n_test": int(test.size)},
-        "preprocessing": {"rows_read": int(len(y_raw)), "labels_clipped_at_upper": int((y_raw > hi).sum()),
-                          "label_range": [lo, hi]},
+        "split": {
+            "kind": "random",
+            "test_fraction": 0.2,
+            "seed": 0,
+            "n_train": int(train.size),
+            "n_test": int(test.size),
+        },
+        "preprocessing": {
+            "rows_read": int(len(y_raw)),
+            "labels_clipped_at_upper": int((y_raw > hi).sum()),
+            "label_range": [lo, hi],
+        },
         "raw_files": {FILENAME: {"sha256": digest}},
     }
-    arrays = {"x_num_train": x_train, "x_num_test": x_test,
-              "x_cat_train": np.zeros((train.size, 0), np.int32), "x_cat_test": np.zeros((test.size, 0), np.int32),
-              "y_train": y[train], "y_test": y[test]}
+    arrays = {
+        "x_num_train": x_train,
+        "x_num_test": x_test,
+        "x_cat_train": np.zeros((train.size, 0), np.int32),
+        "x_cat_test": np.zeros((test.size, 0), np.int32),
+        "y_train": y[train],
+        "y_test": y[test],
+    }
     return save_prepared_tabular(out_path, arrays, metadata)
 
 

@@ -105,9 +105,7 @@ STANDIN_MARKER = "STANDIN_SYNTHETIC"
 # ===================================================================== synthetic stand-ins
 
 
-def _synthetic_images(
-    rng: np.random.Generator, labels: np.ndarray, templates: np.ndarray
-) -> np.ndarray:
+def _synthetic_images(rng: np.random.Generator, labels: np.ndarray, templates: np.ndarray) -> np.ndarray:
     """Class template + noise, so a model can learn something in a smoke run."""
     noise = rng.integers(0, 256, size=(labels.shape[0],) + templates.shape[1:], dtype=np.int64)
     mixed = (7 * templates[labels].astype(np.int64) + 3 * noise) // 10
@@ -128,10 +126,9 @@ def read_standin_marker(directory: str | os.PathLike) -> dict:
         return {"synthetic": True, "raw": text}
 
 
-
-
-def write_standin_marker(directory: str | os.PathLike, *, dataset: str, seed: int, n_train: int, n_test: int,
-                         **extra) -> Path:
+def write_standin_marker(
+    directory: str | os.PathLike, *, dataset: str, seed: int, n_train: int, n_test: int, **extra
+) -> Path:
     """Writes the ``STANDIN_SYNTHETIC`` marker (JSON: synthetic, dataset, seed, n_train, n_test, note,
     plus ``extra``) atomically into ``directory`` (created). Stand-in writers call it FIRST, so an
     interrupted write still leaves the directory flagged synthetic. Returns the marker's path."""
@@ -190,9 +187,12 @@ def make_standin_raw_files(
         raise ValueError("n_train and n_test must be >= 1")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tabular_writers = {"criteo_search_targz": "criteo_search", "ipums_extract": "census1940",
-                       "criteo_attribution_zip": "criteo_attribution",
-                       "criteo_dac_targz": "criteo_pctr"}
+    tabular_writers = {
+        "criteo_search_targz": "criteo_search",
+        "ipums_extract": "census1940",
+        "criteo_attribution_zip": "criteo_attribution",
+        "criteo_dac_targz": "criteo_pctr",
+    }
     filenames = spec.filenames
     if spec.raw_format == "ipums_extract":
         from .registry import CENSUS1940_DEFAULT_FILENAME

@@ -103,9 +103,7 @@ def _decode_batch(entry: dict, member: str) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(images), labels
 
 
-def read_cifar10_tar(
-    path: str | os.PathLike, *, member_md5: dict[str, str] | None = None
-) -> RawSplits:
+def read_cifar10_tar(path: str | os.PathLike, *, member_md5: dict[str, str] | None = None) -> RawSplits:
     """Read the official ``cifar-10-python.tar.gz`` without extracting it to disk.
 
     Returns :class:`RawSplits` with images NHWC uint8 (n, 32, 32, 3) and labels int64;
@@ -140,9 +138,7 @@ def read_cifar10_tar(
             if member_md5 and member in member_md5:
                 got = hashlib.md5(raw).hexdigest()
                 if got != member_md5[member]:
-                    raise CifarFormatError(
-                        f"{path}: member {member} has md5 {got}, expected {member_md5[member]}"
-                    )
+                    raise CifarFormatError(f"{path}: member {member} has md5 {got}, expected {member_md5[member]}")
             return _decode_batch(_unpickle_batch(raw, member), member)
 
         train = [load(m) for m in CIFAR10_TRAIN_MEMBERS]

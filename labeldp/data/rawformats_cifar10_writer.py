@@ -133,9 +133,7 @@ def write_cifar10_tar(
     _check_images(x_train, y_train, (32, 32, 3), "train")
     _check_images(x_test, y_test, (32, 32, 3), "test")
     bounds = np.linspace(0, x_train.shape[0], 6).round().astype(int)
-    members: list[tuple[str, bytes]] = [
-        (CIFAR10_META_MEMBER, _cifar_meta_pickle(int(bounds[1] - bounds[0])))
-    ]
+    members: list[tuple[str, bytes]] = [(CIFAR10_META_MEMBER, _cifar_meta_pickle(int(bounds[1] - bounds[0])))]
     for i, name in enumerate(CIFAR10_TRAIN_MEMBERS):
         lo, hi = bounds[i], bounds[i + 1]
         members.append(

@@ -429,8 +429,10 @@ _RAND_HIE = DatasetSpec(
     license="public domain (statsmodels: 'This is in the public domain.')",
     citation="Cameron, Trivedi (2005). Microeconometrics: Methods and Applications. RAND HIE data.",
     label="mdvis",
-    notes=("Shipped inside the statsmodels wheel (no download); copied out and sha256-checked by "
-           "labeldp.data.rand_hie. A stand-in for 003's data sets, never reported as them."),
+    notes=(
+        "Shipped inside the statsmodels wheel (no download); copied out and sha256-checked by "
+        "labeldp.data.rand_hie. A stand-in for 003's data sets, never reported as them."
+    ),
 )
 
 # ------------------------------------------------------------------------------ registry

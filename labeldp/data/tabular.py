@@ -38,8 +38,17 @@ import numpy as np
 
 from ..atomic_io import atomic_output
 
-__all__ = ["PreparedTabular", "save_prepared_tabular", "load_prepared_tabular", "standardise", "build_vocab",
-           "encode_categorical", "encode_numeric_categories", "random_split", "TabularDataError"]
+__all__ = [
+    "PreparedTabular",
+    "save_prepared_tabular",
+    "load_prepared_tabular",
+    "standardise",
+    "build_vocab",
+    "encode_categorical",
+    "encode_numeric_categories",
+    "random_split",
+    "TabularDataError",
+]
 
 ARRAYS = ("x_num_train", "x_cat_train", "y_train", "x_num_test", "x_cat_test", "y_test")
 OPTIONAL_ARRAYS = ("user_train", "user_test", "x_num_val", "x_cat_val", "y_val", "user_val")
@@ -117,8 +126,10 @@ class PreparedTabular:
         (real labels are first rounded onto it without bias, 003 Section 3.1)."""
         lo, hi = self.label_lower, self.label_upper
         if lo != int(lo) or hi != int(hi):
-            raise TabularDataError(f"{self.name}: label range [{lo}, {hi}] has non-integer ends; the label "
-                                   "support is the integers of the range, so set integer ends in the preparation")
+            raise TabularDataError(
+                f"{self.name}: label range [{lo}, {hi}] has non-integer ends; the label "
+                "support is the integers of the range, so set integer ends in the preparation"
+            )
         return np.arange(int(lo), int(hi) + 1, dtype=float)
 
     @property
@@ -134,10 +145,15 @@ def validate_tabular(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, An
     task = metadata.get("task", "regression")
     if task not in TASKS:
         raise TabularDataError(f"{name}: task {task!r} is not one of {TASKS}")
-    if task == "binary_classification" and (float(metadata["label_lower"]), float(metadata["label_upper"]),
-                                            bool(metadata["label_integer"])) != (0.0, 1.0, True):
-        raise TabularDataError(f"{name}: a binary_classification dataset has integer labels in [0, 1]; "
-                               "set label_lower 0, label_upper 1, label_integer true")
+    if task == "binary_classification" and (
+        float(metadata["label_lower"]),
+        float(metadata["label_upper"]),
+        bool(metadata["label_integer"]),
+    ) != (0.0, 1.0, True):
+        raise TabularDataError(
+            f"{name}: a binary_classification dataset has integer labels in [0, 1]; "
+            "set label_lower 0, label_upper 1, label_integer true"
+        )
     if ("y_val" in arrays) != ("x_num_val" in arrays) or ("y_val" in arrays) != ("x_cat_val" in arrays):
         raise TabularDataError(f"{name}: a validation split needs x_num_val, x_cat_val and y_val together")
     splits = ("train", "test", "val") if "y_val" in arrays else ("train", "test")
@@ -148,23 +164,29 @@ def validate_tabular(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, An
     for split in splits:
         n = arrays[f"y_{split}"].shape[0]
         if n == 0:
-            raise TabularDataError(f"{name}: the {split} split is empty; check the raw file (rows dropped: "
-                                   f"{metadata.get('preprocessing')}) or the subset size")
+            raise TabularDataError(
+                f"{name}: the {split} split is empty; check the raw file (rows dropped: "
+                f"{metadata.get('preprocessing')}) or the subset size"
+            )
         if arrays[f"x_num_{split}"].shape[0] != n or arrays[f"x_cat_{split}"].shape[0] != n:
             raise TabularDataError(f"{name}: {split} features and labels have different row counts")
         for key in (f"x_num_{split}", f"y_{split}"):
             bad = ~np.isfinite(arrays[key])
             if bad.any():
                 row = int(np.argwhere(bad)[0][0])
-                raise TabularDataError(f"{name}: {key} has {int(bad.sum())} NaN/infinite values (first in row {row}); "
-                                       "impute or drop such rows in the preparation")
+                raise TabularDataError(
+                    f"{name}: {key} has {int(bad.sum())} NaN/infinite values (first in row {row}); "
+                    "impute or drop such rows in the preparation"
+                )
         y = arrays[f"y_{split}"]
         lo, hi = float(metadata["label_lower"]), float(metadata["label_upper"])
         out = (y < lo) | (y > hi)
         if out.any():
-            raise TabularDataError(f"{name}: {int(out.sum())} {split} labels lie outside the configured range "
-                                   f"[{lo}, {hi}] (e.g. {float(y[out][0])}); clip or drop them in the preparation, "
-                                   "or widen the range (the randomizers' privacy holds only inside it)")
+            raise TabularDataError(
+                f"{name}: {int(out.sum())} {split} labels lie outside the configured range "
+                f"[{lo}, {hi}] (e.g. {float(y[out][0])}); clip or drop them in the preparation, "
+                "or widen the range (the randomizers' privacy holds only inside it)"
+            )
         if metadata.get("label_integer") and not np.all(y == np.round(y)):
             raise TabularDataError(f"{name}: label_integer is set but {split} labels are not integers")
         cats = arrays[f"x_cat_{split}"]
@@ -175,8 +197,9 @@ def validate_tabular(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, An
             raise TabularDataError(f"{name}: {split} category indices outside their vocabularies")
 
 
-def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.ndarray],
-                          metadata: Mapping[str, Any]) -> Path:
+def save_prepared_tabular(
+    out_path: str | os.PathLike, arrays: Mapping[str, np.ndarray], metadata: Mapping[str, Any]
+) -> Path:
     """Validates and writes a prepared tabular dataset atomically (temporary name, then rename)."""
     missing = set(ARRAYS) - set(arrays)
     if missing:
@@ -185,6 +208,7 @@ def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.n
     for key in ("dataset", "source", "label", "label_lower", "label_upper", "label_integer"):
         if key not in meta:
             raise TabularDataError(f"prepared tabular metadata needs {key!r}")
+
     def _2d(x, dtype):
         x = np.asarray(x, dtype=dtype)
         return x if x.ndim == 2 else x.reshape(len(x), -1)
@@ -199,8 +223,13 @@ def save_prepared_tabular(out_path: str | os.PathLike, arrays: Mapping[str, np.n
     }
     for key in OPTIONAL_ARRAYS:
         if key in arrays and arrays[key] is not None:
-            dtype = np.int64 if key.startswith("user_") else np.float64 if key.startswith("y_") else (
-                np.float32 if key.startswith("x_num") else np.int32)
+            dtype = (
+                np.int64
+                if key.startswith("user_")
+                else np.float64
+                if key.startswith("y_")
+                else (np.float32 if key.startswith("x_num") else np.int32)
+            )
             out[key] = _2d(arrays[key], dtype) if key.startswith("x_") else np.asarray(arrays[key], dtype=dtype)
     validate_tabular(out, meta)
     out["metadata"] = np.array(json.dumps(meta, sort_keys=True))
@@ -219,8 +248,13 @@ def load_prepared_tabular(path: str | os.PathLike) -> PreparedTabular:
         metadata = json.loads(str(npz["metadata"][()]))
         arrays = {k: npz[k] for k in ARRAYS + OPTIONAL_ARRAYS if k in npz.files}
     validate_tabular(arrays, metadata)
-    return PreparedTabular(**arrays, name=str(metadata["dataset"]), source=str(metadata["source"]),
-                           subset=metadata.get("subset"), metadata=metadata)
+    return PreparedTabular(
+        **arrays,
+        name=str(metadata["dataset"]),
+        source=str(metadata["source"]),
+        subset=metadata.get("subset"),
+        metadata=metadata,
+    )
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -256,8 +290,7 @@ def build_vocab(values: np.ndarray, *, missing=None) -> dict:
 
 def encode_categorical(values: np.ndarray, vocab: Mapping) -> np.ndarray:
     """Indices of ``values`` in ``vocab`` (0 for unseen or missing)."""
-    return np.fromiter((vocab.get(v, 0) for v in np.asarray(values).tolist()), dtype=np.int32,
-                       count=len(values))
+    return np.fromiter((vocab.get(v, 0) for v in np.asarray(values).tolist()), dtype=np.int32, count=len(values))
 
 
 def encode_numeric_categories(values: np.ndarray, vocab: Mapping) -> np.ndarray:

@@ -48,16 +48,26 @@ class SplitView:
     reference: str = ""
 
 
-VIEWS: Mapping[str, SplitView] = MappingProxyType({
-    "criteo_attribution_random_80_20": SplitView(
-        base="criteo_attribution", options=MappingProxyType({"split": "random_80_20"}),
-        reference="002 Section 5: 'randomly partition the dataset into 80%/20% train/test' (Tables 2 and 3)"),
-    # 000 Table 12(a): "the number of classes K", MNIST restricted to its first K classes (PROTOCOL.md)
-    "mnist_k2": SplitView(base="mnist", options=MappingProxyType({"classes": 2}),
-                          reference="000 Table 12(a): MNIST's first K = 2 classes (digits 0 and 1), both splits"),
-    "mnist_k5": SplitView(base="mnist", options=MappingProxyType({"classes": 5}),
-                          reference="000 Table 12(a): MNIST's first K = 5 classes (digits 0-4), both splits"),
-})
+VIEWS: Mapping[str, SplitView] = MappingProxyType(
+    {
+        "criteo_attribution_random_80_20": SplitView(
+            base="criteo_attribution",
+            options=MappingProxyType({"split": "random_80_20"}),
+            reference="002 Section 5: 'randomly partition the dataset into 80%/20% train/test' (Tables 2 and 3)",
+        ),
+        # 000 Table 12(a): "the number of classes K", MNIST restricted to its first K classes (PROTOCOL.md)
+        "mnist_k2": SplitView(
+            base="mnist",
+            options=MappingProxyType({"classes": 2}),
+            reference="000 Table 12(a): MNIST's first K = 2 classes (digits 0 and 1), both splits",
+        ),
+        "mnist_k5": SplitView(
+            base="mnist",
+            options=MappingProxyType({"classes": 5}),
+            reference="000 Table 12(a): MNIST's first K = 5 classes (digits 0-4), both splits",
+        ),
+    }
+)
 
 
 def view_of(dataset: str) -> SplitView | None:
@@ -76,8 +86,7 @@ def held_dataset(data: Any) -> str:
     return str((getattr(data, "metadata", None) or {}).get("view") or data.name)
 
 
-def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, subset: int | None,
-                 source: str) -> Path:
+def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, subset: int | None, source: str) -> Path:
     """Prepare view ``dataset`` from its base's raw files with the view's options.
 
     Args:
@@ -95,8 +104,10 @@ def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, sub
     """
     view = VIEWS[dataset]
     if get_spec(view.base).kind == "image":  # the image datasets share one preparation (labeldp.data.prepare)
-        return prepare_image_dataset(view.base, raw_dir=raw_dir, out_path=out_path, subset=subset, view=dataset,
-                                     **dict(view.options))
+        return prepare_image_dataset(
+            view.base, raw_dir=raw_dir, out_path=out_path, subset=subset, view=dataset, **dict(view.options)
+        )
     module = importlib.import_module(f"labeldp.data.{view.base}")
-    return module.prepare_dataset(raw_dir=raw_dir, out_path=out_path, subset=subset, source=source,
-                                  view=dataset, **dict(view.options))
+    return module.prepare_dataset(
+        raw_dir=raw_dir, out_path=out_path, subset=subset, source=source, view=dataset, **dict(view.options)
+    )

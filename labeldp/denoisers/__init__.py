@@ -71,13 +71,34 @@ SelfSpan/SelfConv (000 Section 3.4: their output depends on which examples were 
 accountant must not use amplification by subsampling).
 """
 
-from labeldp.denoisers.classes import (DENOISERS, AltConv, Denoiser, NoOp, SelfConv, SelfSpan, UserSum, alt_conv,
-                                       make_denoiser,
-                                       noop, self_conv, self_span)
+from labeldp.denoisers.classes import (
+    DENOISERS,
+    AltConv,
+    Denoiser,
+    NoOp,
+    SelfConv,
+    SelfSpan,
+    UserSum,
+    alt_conv,
+    make_denoiser,
+    noop,
+    self_conv,
+    self_span,
+)
 from labeldp.denoisers.hull import SimplexLSResult, convex_hull_projection, estimate_lipschitz, simplex_least_squares
-from labeldp.denoisers.linear_maps import (JACOBIAN_MAX_BYTES, JACOBIAN_MIN_STEPS, SOLVERS, LogitsFn, SolverKind,
-                                           _tree_sqnorm, _tree_vdot, jacobian_matrix, per_class_losses, resolve_loop,
-                                           resolve_solver)
+from labeldp.denoisers.linear_maps import (
+    JACOBIAN_MAX_BYTES,
+    JACOBIAN_MIN_STEPS,
+    SOLVERS,
+    LogitsFn,
+    SolverKind,
+    _tree_sqnorm,
+    _tree_vdot,
+    jacobian_matrix,
+    per_class_losses,
+    resolve_loop,
+    resolve_solver,
+)
 from labeldp.denoisers.simplex import project_simplex
 from labeldp.denoisers.span import span_projection
 

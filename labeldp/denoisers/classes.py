@@ -13,6 +13,7 @@ from labeldp.denoisers.hull_converged import HullOptions, converged_hull_project
 from labeldp.denoisers.linear_maps import LoopKind, PyTree, SolverKind, _check_solver, resolve_loop, resolve_solver
 from labeldp.denoisers.span import span_projection
 
+
 @dataclasses.dataclass(frozen=True)
 class Denoiser:
     """Base class: a gradient denoiser of 000 Table 1.
@@ -83,8 +84,15 @@ class SelfSpan(Denoiser):
     def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
         del x_alt, alt_mask
         out = span_projection(
-            logits_fn, params, x, noisy_grad, mask=mask, iters=self.iters, tol=self.tol,
-            loop=self.loop, chunk=self.chunk,
+            logits_fn,
+            params,
+            x,
+            noisy_grad,
+            mask=mask,
+            iters=self.iters,
+            tol=self.tol,
+            loop=self.loop,
+            chunk=self.chunk,
         )
         return out, {}
 
@@ -119,8 +127,10 @@ class _ConvBase(Denoiser):
     def __post_init__(self):
         _check_solver(self.solver)
         if not self.converged and self.algorithm != "fista":
-            raise ValueError(f"projection algorithm {self.algorithm!r} needs the converged projection (set projection_tol); "
-                             "the paper form runs PGD")
+            raise ValueError(
+                f"projection algorithm {self.algorithm!r} needs the converged projection (set projection_tol); "
+                "the paper form runs PGD"
+            )
         if self.converged:
             if self.momentum != "nesterov":
                 raise ValueError("the converged projection runs FISTA: set projection_momentum: nesterov")
@@ -133,10 +143,19 @@ class _ConvBase(Denoiser):
 
     @property
     def hull_options(self) -> HullOptions:
-        return HullOptions(vertices=self.vertices, clip_norm=self.clip_norm, coefficient_set=self.coefficient_set,
-                           start=self.start, tol=0.0 if self.tol is None else float(self.tol),
-                           max_steps=int(self.steps), smoothing=float(self.smoothing), solver=self.solver,
-                           algorithm=self.algorithm, chunk=int(self.chunk), step_size=None if self.step_size == "auto" else float(self.step_size))
+        return HullOptions(
+            vertices=self.vertices,
+            clip_norm=self.clip_norm,
+            coefficient_set=self.coefficient_set,
+            start=self.start,
+            tol=0.0 if self.tol is None else float(self.tol),
+            max_steps=int(self.steps),
+            smoothing=float(self.smoothing),
+            solver=self.solver,
+            algorithm=self.algorithm,
+            chunk=int(self.chunk),
+            step_size=None if self.step_size == "auto" else float(self.step_size),
+        )
 
     def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
         if self.converged:
@@ -157,19 +176,35 @@ class _ConvBase(Denoiser):
             res = converged_hull_projection(logits_fn, params, x, noisy_grad, options=self.hull_options, mask=mask)
             out_norm = jnp.sqrt(sum(jnp.sum(v * v) for v in jax.tree_util.tree_leaves(res.projected)))
             return res.projected, {
-                "projection_objective": res.objective, "projection_objective_init": res.objective_init,
-                "alpha_max": jnp.max(res.alpha), "projection_gap_relative": res.gap_relative,
+                "projection_objective": res.objective,
+                "projection_objective_init": res.objective_init,
+                "alpha_max": jnp.max(res.alpha),
+                "projection_gap_relative": res.gap_relative,
                 "projection_iterations": res.iterations,
-                "smoothing_bias_ratio": res.smoothing_bias_norm / jnp.maximum(out_norm, 1e-30)}
+                "smoothing_bias_ratio": res.smoothing_bias_norm / jnp.maximum(out_norm, 1e-30),
+            }
         res, apply_g = _simplex_least_squares(
-            logits_fn, params, x, noisy_grad, steps=self.steps, step_size=self.step_size,
-            mask=mask, init=None, momentum=self.momentum, loop=self.loop, chunk=self.chunk, solver=self.solver,
+            logits_fn,
+            params,
+            x,
+            noisy_grad,
+            steps=self.steps,
+            step_size=self.step_size,
+            mask=mask,
+            init=None,
+            momentum=self.momentum,
+            loop=self.loop,
+            chunk=self.chunk,
+            solver=self.solver,
         )
         m = None if mask is None else jnp.asarray(mask, jnp.float32)
         out = apply_g(_smooth(res.alpha, float(self.smoothing), m))
         obj = res.objectives[-1] if self.steps > 0 else res.initial_objective
-        return out, {"projection_objective": obj, "projection_objective_init": res.initial_objective,
-                     "alpha_max": jnp.max(res.alpha)}
+        return out, {
+            "projection_objective": obj,
+            "projection_objective_init": res.initial_objective,
+            "alpha_max": jnp.max(res.alpha),
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,29 +257,75 @@ def self_span(*, iters: int = 100, tol: float = 1e-6, loop: LoopKind = "auto", c
 
 
 def self_conv(
-    *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
-    momentum: str = "none", loop: LoopKind = "auto", chunk: int = 10, solver: SolverKind = "auto",
-    vertices: str = "raw", clip_norm: float | None = None, coefficient_set: str = "joint", start: str = "uniform",
-    tol: float | None = None, algorithm: str = "fista",
+    *,
+    steps: int = 200,
+    step_size: float | str = 0.02,
+    smoothing: float = 0.75,
+    momentum: str = "none",
+    loop: LoopKind = "auto",
+    chunk: int = 10,
+    solver: SolverKind = "auto",
+    vertices: str = "raw",
+    clip_norm: float | None = None,
+    coefficient_set: str = "joint",
+    start: str = "uniform",
+    tol: float | None = None,
+    algorithm: str = "fista",
 ) -> SelfConv:
     """SELFCONV denoiser (000 Table 1); ``breaks_amplification=True``. The defaults are the
     paper's form; see :class:`_ConvBase` for the converged projection's options."""
-    return SelfConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum, loop=loop, chunk=chunk,
-                    solver=solver, vertices=vertices, clip_norm=clip_norm, coefficient_set=coefficient_set,
-                    start=start, tol=tol, algorithm=algorithm)
+    return SelfConv(
+        steps=steps,
+        step_size=step_size,
+        smoothing=smoothing,
+        momentum=momentum,
+        loop=loop,
+        chunk=chunk,
+        solver=solver,
+        vertices=vertices,
+        clip_norm=clip_norm,
+        coefficient_set=coefficient_set,
+        start=start,
+        tol=tol,
+        algorithm=algorithm,
+    )
 
 
 def alt_conv(
-    *, steps: int = 200, step_size: float | str = 0.02, smoothing: float = 0.75,
-    momentum: str = "none", alt_batch_size: int | None = None, loop: LoopKind = "auto", chunk: int = 10,
-    solver: SolverKind = "auto", vertices: str = "raw", clip_norm: float | None = None,
-    coefficient_set: str = "joint", start: str = "uniform", tol: float | None = None, algorithm: str = "fista",
+    *,
+    steps: int = 200,
+    step_size: float | str = 0.02,
+    smoothing: float = 0.75,
+    momentum: str = "none",
+    alt_batch_size: int | None = None,
+    loop: LoopKind = "auto",
+    chunk: int = 10,
+    solver: SolverKind = "auto",
+    vertices: str = "raw",
+    clip_norm: float | None = None,
+    coefficient_set: str = "joint",
+    start: str = "uniform",
+    tol: float | None = None,
+    algorithm: str = "fista",
 ) -> AltConv:
     """ALTCONV denoiser (000 Table 1, the paper's default); amplification-compatible. The
     defaults are the paper's form; see :class:`_ConvBase` for the converged projection's options."""
-    return AltConv(steps=steps, step_size=step_size, smoothing=smoothing, momentum=momentum,
-                   alt_batch_size=alt_batch_size, loop=loop, chunk=chunk, solver=solver, vertices=vertices,
-                   clip_norm=clip_norm, coefficient_set=coefficient_set, start=start, tol=tol, algorithm=algorithm)
+    return AltConv(
+        steps=steps,
+        step_size=step_size,
+        smoothing=smoothing,
+        momentum=momentum,
+        alt_batch_size=alt_batch_size,
+        loop=loop,
+        chunk=chunk,
+        solver=solver,
+        vertices=vertices,
+        clip_norm=clip_norm,
+        coefficient_set=coefficient_set,
+        start=start,
+        tol=tol,
+        algorithm=algorithm,
+    )
 
 
 DENOISERS: dict[str, Callable[..., Denoiser]] = {
@@ -290,9 +371,11 @@ class UserSum(Denoiser):
         if not isinstance(inner, _ConvBase):
             raise ValueError("UserSum wraps a convex-hull denoiser (alt_conv or self_conv)")
         if (inner.coefficient_set, inner.vertices) != ("per_example", "raw"):
-            raise ValueError("a user-level projection sums per-example sets: the inner denoiser needs "
-                             "coefficient_set='per_example' and vertices='raw' (got "
-                             f"{inner.coefficient_set!r}, {inner.vertices!r})")
+            raise ValueError(
+                "a user-level projection sums per-example sets: the inner denoiser needs "
+                "coefficient_set='per_example' and vertices='raw' (got "
+                f"{inner.coefficient_set!r}, {inner.vertices!r})"
+            )
         if int(self.examples_per_user) < 1:
             raise ValueError(f"examples_per_user must be >= 1, got {self.examples_per_user}")
         object.__setattr__(self, "name", f"{inner.name}_per_user")
@@ -308,6 +391,7 @@ class UserSum(Denoiser):
     def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
         scale = float(self.examples_per_user)
         shrunk = jax.tree_util.tree_map(lambda v: v / scale, noisy_grad)
-        out, info = self.inner(shrunk, logits_fn=logits_fn, params=params, x=x, mask=mask, x_alt=x_alt,
-                               alt_mask=alt_mask)
+        out, info = self.inner(
+            shrunk, logits_fn=logits_fn, params=params, x=x, mask=mask, x_alt=x_alt, alt_mask=alt_mask
+        )
         return jax.tree_util.tree_map(lambda v: v * scale, out), info

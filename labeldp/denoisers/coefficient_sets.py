@@ -16,8 +16,14 @@ import jax.numpy as jnp
 
 from labeldp.denoisers.simplex import project_simplex
 
-__all__ = ["project_rows_simplex", "project_onto_set", "frank_wolfe_gap", "valid_entries", "uniform_point", "start_point"]
-
+__all__ = [
+    "project_rows_simplex",
+    "project_onto_set",
+    "frank_wolfe_gap",
+    "valid_entries",
+    "uniform_point",
+    "start_point",
+]
 
 
 def project_rows_simplex(v: jax.Array, *, mask: jax.Array | None = None) -> jax.Array:
@@ -40,8 +46,9 @@ def valid_entries(shape, mask):
     return jnp.ones(shape, bool) if mask is None else jnp.broadcast_to((mask > 0)[:, None], shape)
 
 
-def frank_wolfe_gap(grad: jax.Array, alpha: jax.Array, *, mask: jax.Array | None = None,
-                    per_example: bool = False) -> jax.Array:
+def frank_wolfe_gap(
+    grad: jax.Array, alpha: jax.Array, *, mask: jax.Array | None = None, per_example: bool = False
+) -> jax.Array:
     """The Frank-Wolfe duality gap ``<grad, alpha> - min_{s in set} <grad, s>`` (>= ``F(alpha) - F*``
     for convex ``F`` with gradient ``grad`` at ``alpha`` in the set).
 

@@ -11,11 +11,26 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from labeldp.denoisers.linear_maps import (_HIGHEST, LogitsFn, LoopKind, PyTree, SolverKind, _apply_g,
-                                           _jacobian_maps, _jacobian_rows, _linear_maps, _LinearMaps, _tree_map,
-                                           _tree_sqnorm, _tree_sub, per_class_losses, resolve_loop,
-                                           resolve_solver)
+from labeldp.denoisers.linear_maps import (
+    _HIGHEST,
+    LogitsFn,
+    LoopKind,
+    PyTree,
+    SolverKind,
+    _apply_g,
+    _jacobian_maps,
+    _jacobian_rows,
+    _linear_maps,
+    _LinearMaps,
+    _tree_map,
+    _tree_sqnorm,
+    _tree_sub,
+    per_class_losses,
+    resolve_loop,
+    resolve_solver,
+)
 from labeldp.denoisers.simplex import _uniform_alpha, project_simplex
+
 
 class _PGDState(NamedTuple):
     alpha: jax.Array  # current iterate (n, K)
@@ -254,8 +269,20 @@ def simplex_least_squares(
     Returns:
       A :class:`SimplexLSResult`.
     """
-    return _simplex_least_squares(f, params, x, g, steps=steps, step_size=step_size, mask=mask, init=init,
-                                  momentum=momentum, loop=loop, chunk=chunk, solver=solver)[0]
+    return _simplex_least_squares(
+        f,
+        params,
+        x,
+        g,
+        steps=steps,
+        step_size=step_size,
+        mask=mask,
+        init=init,
+        momentum=momentum,
+        loop=loop,
+        chunk=chunk,
+        solver=solver,
+    )[0]
 
 
 def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, momentum, loop, chunk, solver):
@@ -359,8 +386,18 @@ def convex_hull_projection(
       un-smoothed simplex coefficients ``alpha`` of shape (n, K).
     """
     res, apply_g = _simplex_least_squares(
-        f, params, x, g, steps=steps, step_size=step_size, mask=mask, init=init,
-        momentum=momentum, loop=loop, chunk=chunk, solver=solver,
+        f,
+        params,
+        x,
+        g,
+        steps=steps,
+        step_size=step_size,
+        mask=mask,
+        init=init,
+        momentum=momentum,
+        loop=loop,
+        chunk=chunk,
+        solver=solver,
     )
     m = None if mask is None else jnp.asarray(mask, jnp.float32)
     return apply_g(_smooth(res.alpha, float(smoothing), m)), res.alpha

@@ -46,18 +46,44 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from labeldp.denoisers.linear_maps import (_HIGHEST, LogitsFn, PyTree, _jacobian_rows, _linear_maps, _LinearMaps,
-                                           _param_bytes, _tree_sqnorm, _tree_sub, JACOBIAN_MAX_BYTES, SOLVERS)
+from labeldp.denoisers.linear_maps import (
+    _HIGHEST,
+    LogitsFn,
+    PyTree,
+    _jacobian_rows,
+    _linear_maps,
+    _LinearMaps,
+    _param_bytes,
+    _tree_sqnorm,
+    _tree_sub,
+    JACOBIAN_MAX_BYTES,
+    SOLVERS,
+)
 from labeldp.denoisers.hull_gram import ALGORITHMS, solve_gram
-from labeldp.denoisers.coefficient_sets import (frank_wolfe_gap, project_onto_set, project_rows_simplex, start_point,
-                                               uniform_point, valid_entries)
+from labeldp.denoisers.coefficient_sets import (
+    frank_wolfe_gap,
+    project_onto_set,
+    project_rows_simplex,
+    start_point,
+    uniform_point,
+    valid_entries,
+)
 
 VERTICES = ("clipped", "raw")
 COEFFICIENT_SETS = ("joint", "per_example")
 STARTS = ("predicted", "uniform")
 
-__all__ = ["HullOptions", "HullResult", "converged_hull_projection", "frank_wolfe_gap", "project_rows_simplex",
-           "column_norms", "VERTICES", "COEFFICIENT_SETS", "STARTS"]
+__all__ = [
+    "HullOptions",
+    "HullResult",
+    "converged_hull_projection",
+    "frank_wolfe_gap",
+    "project_rows_simplex",
+    "column_norms",
+    "VERTICES",
+    "COEFFICIENT_SETS",
+    "STARTS",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,8 +144,10 @@ class HullOptions:
         if self.algorithm not in ALGORITHMS:
             raise ValueError(f"projection algorithm must be one of {list(ALGORITHMS)}, got {self.algorithm!r}")
         if self.algorithm == "pairwise_frank_wolfe" and (self.solver != "gram" or self.coefficient_set != "joint"):
-            raise ValueError("algorithm 'pairwise_frank_wolfe' runs in Gram space over one joint simplex: "
-                             "set solver='gram' and coefficient_set='joint'")
+            raise ValueError(
+                "algorithm 'pairwise_frank_wolfe' runs in Gram space over one joint simplex: "
+                "set solver='gram' and coefficient_set='joint'"
+            )
 
 
 class HullResult(NamedTuple):
@@ -247,14 +275,17 @@ def _solve_jacobian(f, params, x, mask, g, tol, smoothing, step, *, opts_key, st
     w2 = _weights(norms, mask, opts_key)
     scale = _scale(norms, w2, mask, per_example)
     w = w2.reshape(-1)
-    maps = _LinearMaps(gt=lambda v: (w * jnp.matmul(jt, v, precision=_HIGHEST)).reshape(n, k),
-                       g=lambda u: jnp.matmul(w * u.reshape(-1), jt, precision=_HIGHEST))
+    maps = _LinearMaps(
+        gt=lambda v: (w * jnp.matmul(jt, v, precision=_HIGHEST)).reshape(n, k),
+        g=lambda u: jnp.matmul(w * u.reshape(-1), jt, precision=_HIGHEST),
+    )
     eta = _eta(maps, (n, k), jt.dtype, mask, power_iters, step)
     alpha0 = start_point(start, f(params, x), mask, per_example)
     st0 = _state0(maps, g_flat, alpha0, mask, per_example)
     thr = tol * scale
-    st = jax.lax.while_loop(lambda s: (s.it < max_steps) & (s.gap > thr),
-                            lambda s: _step(maps, g_flat, mask, per_example, eta, s), st0)
+    st = jax.lax.while_loop(
+        lambda s: (s.it < max_steps) & (s.gap > thr), lambda s: _step(maps, g_flat, mask, per_example, eta, s), st0
+    )
     beta = uniform_point((n, k), mask, per_example, jt.dtype)
     out = maps.g(smoothing * st.alpha + (1.0 - smoothing) * beta)
     bias = (1.0 - smoothing) * jnp.linalg.norm(maps.g(beta))
@@ -271,8 +302,9 @@ def _norms_chunk(f, params, x, mask, chunk_n):
     return jnp.linalg.norm(rows, axis=1)
 
 
-def column_norms(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array | None = None,
-                 chunk: int = 32) -> jax.Array:
+def column_norms(
+    f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array | None = None, chunk: int = 32
+) -> jax.Array:
     """``||grad_theta l(theta, (x_i, kappa))||`` for every (i, kappa), (n, K), computed ``chunk``
     examples at a time (never holding all of ``G``).
 
@@ -285,8 +317,8 @@ def column_norms(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Array |
     n, k = jax.eval_shape(f, params, x).shape
     out = []
     for s in range(0, n, chunk):
-        xm = None if mask is None else mask[s:s + chunk]
-        xs = jax.tree_util.tree_map(lambda a: a[s:s + chunk], x)
+        xm = None if mask is None else mask[s : s + chunk]
+        xs = jax.tree_util.tree_map(lambda a: a[s : s + chunk], x)
         out.append(_norms_chunk(f, params, xs, xm, chunk_n=min(chunk, n - s)).reshape(-1, k))
     return jnp.concatenate(out, axis=0)
 
@@ -324,14 +356,25 @@ def _solve_matrix_free(f, params, x, mask, g, opts: HullOptions, key):
     norms = column_norms(f, params, x, mask=mask)  # for the clip factors and the tolerance's scale
     w = _weights(norms, mask, key)
     scale = _scale(norms, w, mask, per_example)
-    st, eta = _mf_init(f, params, x, mask, g, w, float(opts.step_size or 0.0), opts_key=key, start=opts.start,
-                       power_iters=int(opts.power_iters))
+    st, eta = _mf_init(
+        f,
+        params,
+        x,
+        mask,
+        g,
+        w,
+        float(opts.step_size or 0.0),
+        opts_key=key,
+        start=opts.start,
+        power_iters=int(opts.power_iters),
+    )
     obj0 = st.obj
     thr = float(opts.tol) * float(scale)
     while int(st.it) < int(opts.max_steps) and float(st.gap) > float(thr):
         c = min(int(opts.chunk), int(opts.max_steps) - int(st.it))
-        st = _mf_chunk(f, params, x, mask, g, w, eta, st, jnp.asarray(thr, st.gap.dtype), per_example=per_example,
-                       n_iters=c)
+        st = _mf_chunk(
+            f, params, x, mask, g, w, eta, st, jnp.asarray(thr, st.gap.dtype), per_example=per_example, n_iters=c
+        )
     beta = uniform_point(w.shape, mask, per_example, w.dtype)
     out, bias = _mf_output(f, params, x, mask, w, st.alpha, beta, float(opts.smoothing))
     return out, st, obj0, eta, bias, scale
@@ -346,8 +389,9 @@ def resolve_hull_solver(solver: str, n: int, k: int, params: PyTree) -> Literal[
     return "jacobian" if int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
 
 
-def converged_hull_projection(f: LogitsFn, params: PyTree, x: jax.Array, g: PyTree, *, options: HullOptions,
-                              mask: jax.Array | None = None) -> HullResult:
+def converged_hull_projection(
+    f: LogitsFn, params: PyTree, x: jax.Array, g: PyTree, *, options: HullOptions, mask: jax.Array | None = None
+) -> HullResult:
     """Projects ``g`` onto the convex hull of (clipped) per-example per-class gradients, to tolerance.
 
     Guarantee: a post-processing of ``g`` given the features ``x`` and ``params`` (no label is
@@ -373,22 +417,61 @@ def converged_hull_projection(f: LogitsFn, params: PyTree, x: jax.Array, g: PyTr
     if solver == "gram":
         _, unravel = jax.flatten_util.ravel_pytree(g)
         out, st, obj0, eta, bias, scale, obj = solve_gram(
-            f, params, x, mask, g, float(options.tol), float(options.smoothing), float(options.step_size or 0.0),
-            opts_key=key, start=options.start, max_steps=int(options.max_steps), power_iters=int(options.power_iters),
-            algorithm=options.algorithm)
-        return HullResult(projected=unravel(out), alpha=st.alpha.reshape(n, k), objective=obj, objective_init=obj0,
-                          gap=st.gap, gap_relative=st.gap / scale, iterations=st.it, step_size=eta,
-                          smoothing_bias_norm=bias, solver=solver)
+            f,
+            params,
+            x,
+            mask,
+            g,
+            float(options.tol),
+            float(options.smoothing),
+            float(options.step_size or 0.0),
+            opts_key=key,
+            start=options.start,
+            max_steps=int(options.max_steps),
+            power_iters=int(options.power_iters),
+            algorithm=options.algorithm,
+        )
+        return HullResult(
+            projected=unravel(out),
+            alpha=st.alpha.reshape(n, k),
+            objective=obj,
+            objective_init=obj0,
+            gap=st.gap,
+            gap_relative=st.gap / scale,
+            iterations=st.it,
+            step_size=eta,
+            smoothing_bias_norm=bias,
+            solver=solver,
+        )
     if solver == "jacobian":
         flat, unravel = jax.flatten_util.ravel_pytree(g)
         del flat
         out, st, obj0, eta, bias, scale = _solve_jacobian(
-            f, params, x, mask, g, float(options.tol), float(options.smoothing), float(options.step_size or 0.0),
+            f,
+            params,
+            x,
+            mask,
+            g,
+            float(options.tol),
+            float(options.smoothing),
+            float(options.step_size or 0.0),
             opts_key=key,
-            start=options.start, max_steps=int(options.max_steps), power_iters=int(options.power_iters))
+            start=options.start,
+            max_steps=int(options.max_steps),
+            power_iters=int(options.power_iters),
+        )
         out = unravel(out)
     else:
         out, st, obj0, eta, bias, scale = _solve_matrix_free(f, params, x, mask, g, options, key)
-    return HullResult(projected=out, alpha=st.alpha, objective=st.obj, objective_init=obj0, gap=st.gap,
-                      gap_relative=st.gap / scale, iterations=st.it, step_size=eta,
-                      smoothing_bias_norm=bias, solver=solver)
+    return HullResult(
+        projected=out,
+        alpha=st.alpha,
+        objective=st.obj,
+        objective_init=obj0,
+        gap=st.gap,
+        gap_relative=st.gap / scale,
+        iterations=st.it,
+        step_size=eta,
+        smoothing_bias_norm=bias,
+        solver=solver,
+    )

@@ -33,7 +33,13 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from labeldp.denoisers.coefficient_sets import frank_wolfe_gap, project_onto_set, start_point, uniform_point, valid_entries
+from labeldp.denoisers.coefficient_sets import (
+    frank_wolfe_gap,
+    project_onto_set,
+    start_point,
+    uniform_point,
+    valid_entries,
+)
 from labeldp.denoisers.linear_maps import _HIGHEST, _jacobian_rows, _LinearMaps
 
 ALGORITHMS = ("fista", "pairwise_frank_wolfe")
@@ -121,17 +127,32 @@ def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, 
     b = jnp.matmul(jw, g_flat, precision=_HIGHEST)
     gsq = jnp.vdot(g_flat, g_flat)
     # 1 / (1.05 L) by the same power iteration, on Q: coefficient-space maps with G^T G = Q
-    eta = _eta(_LinearMaps(gt=lambda u: _matvec(q, u).reshape(shape), g=lambda u: u.reshape(-1)),
-               shape, q.dtype, mask, power_iters, step)
+    eta = _eta(
+        _LinearMaps(gt=lambda u: _matvec(q, u).reshape(shape), g=lambda u: u.reshape(-1)),
+        shape,
+        q.dtype,
+        mask,
+        power_iters,
+        step,
+    )
     alpha0 = start_point(start, f(params, x), mask, per_example).reshape(-1)
     qa0 = _matvec(q, alpha0)
     robj0 = _robj(alpha0, qa0, b)
-    st0 = _GramState(alpha0, qa0, alpha0, qa0, jnp.ones((), q.dtype), robj0,
-                     _gap(qa0, b, alpha0, shape, mask, per_example), jnp.zeros((), jnp.int32))
+    st0 = _GramState(
+        alpha0,
+        qa0,
+        alpha0,
+        qa0,
+        jnp.ones((), q.dtype),
+        robj0,
+        _gap(qa0, b, alpha0, shape, mask, per_example),
+        jnp.zeros((), jnp.int32),
+    )
     stepper = _fista_step if algorithm == "fista" else _pairwise_fw_step
     thr = tol * scale
-    st = jax.lax.while_loop(lambda s: (s.it < max_steps) & (s.gap > thr),
-                            lambda s: stepper(q, b, shape, mask, per_example, eta, s), st0)
+    st = jax.lax.while_loop(
+        lambda s: (s.it < max_steps) & (s.gap > thr), lambda s: stepper(q, b, shape, mask, per_example, eta, s), st0
+    )
     beta = uniform_point(shape, mask, per_example, q.dtype).reshape(-1)
     out = jnp.matmul(smoothing * st.alpha + (1.0 - smoothing) * beta, jw, precision=_HIGHEST)
     bias = (1.0 - smoothing) * jnp.linalg.norm(jnp.matmul(beta, jw, precision=_HIGHEST))

@@ -138,8 +138,10 @@ def resolve_solver(
     """
     _check_solver(solver)
     if solver == "gram":
-        raise ValueError("solver 'gram' serves only the converged projection (set projection_tol, "
-                         "labeldp.denoisers.hull_gram); the paper form's PGD takes 'jacobian', 'matrix_free' or 'auto'")
+        raise ValueError(
+            "solver 'gram' serves only the converged projection (set projection_tol, "
+            "labeldp.denoisers.hull_gram); the paper form's PGD takes 'jacobian', 'matrix_free' or 'auto'"
+        )
     if solver == "auto":
         fits = int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES
         return "jacobian" if fits and int(steps) >= JACOBIAN_MIN_STEPS else "matrix_free"

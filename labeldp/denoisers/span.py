@@ -9,8 +9,18 @@ import jax
 import jax.flatten_util
 import jax.numpy as jnp
 
-from labeldp.denoisers.linear_maps import (LogitsFn, LoopKind, PyTree, _apply_g, _linear_maps, _LinearMaps, _tree_axpy,
-                                           _tree_sqnorm, resolve_loop)
+from labeldp.denoisers.linear_maps import (
+    LogitsFn,
+    LoopKind,
+    PyTree,
+    _apply_g,
+    _linear_maps,
+    _LinearMaps,
+    _tree_axpy,
+    _tree_sqnorm,
+    resolve_loop,
+)
+
 
 class _CGState(NamedTuple):
     a: jax.Array  # coefficients (n, K)
@@ -58,9 +68,7 @@ def _span_fori(f, params, x, mask, g, iters, tol):
     maps = _linear_maps(f, params, x, mask)
     st = _cg_init(maps, g)
     thr = _cg_threshold(st.gamma, tol)
-    st = jax.lax.while_loop(
-        lambda s: (s.k < iters) & (s.gamma > thr), lambda s: _cg_iter(maps, s, thr), st
-    )
+    st = jax.lax.while_loop(lambda s: (s.k < iters) & (s.gamma > thr), lambda s: _cg_iter(maps, s, thr), st)
     return maps.g(st.a), st.k, jnp.sqrt(st.gamma)
 
 

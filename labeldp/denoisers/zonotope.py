@@ -139,7 +139,8 @@ def zonotope_from_endpoints(grads_label0: jax.Array, grads_label1: jax.Array) ->
     g1 = jnp.asarray(grads_label1)
     if g0.shape != g1.shape or g0.ndim < 2:
         raise ValueError(
-            f"grads_label0 and grads_label1 must both have shape (..., k, d), got {g0.shape} and {g1.shape}.")
+            f"grads_label0 and grads_label1 must both have shape (..., k, d), got {g0.shape} and {g1.shape}."
+        )
     return jnp.sum(g0, axis=-2), jnp.swapaxes(g1 - g0, -1, -2)
 
 
@@ -168,8 +169,10 @@ def product_weights(t: np.ndarray) -> np.ndarray:
     """
     t = np.asarray(t, dtype=np.float64)
     if t.ndim != 1 or np.any(t < 0) or np.any(t > 1):
-        raise ValueError(f"t must be a 1-D array in [0, 1]^k, got shape {t.shape} and range "
-                         f"[{t.min() if t.size else 0}, {t.max() if t.size else 0}].")
+        raise ValueError(
+            f"t must be a 1-D array in [0, 1]^k, got shape {t.shape} and range "
+            f"[{t.min() if t.size else 0}, {t.max() if t.size else 0}]."
+        )
     y = labellings(t.shape[0])
     return np.prod(np.where(y == 1, t[None, :], 1.0 - t[None, :]), axis=1)
 
@@ -242,8 +245,9 @@ def _solve_one(v, a, D, t0, tol, *, steps: int, momentum: bool):
 
 @functools.partial(jax.jit, static_argnames=("steps", "momentum"))
 def _solve_batch(v, a, D, t0, tol, *, steps: int, momentum: bool):
-    return jax.vmap(functools.partial(_solve_one, steps=steps, momentum=momentum),
-                    in_axes=(0, 0, 0, 0, None))(v, a, D, t0, tol)
+    return jax.vmap(functools.partial(_solve_one, steps=steps, momentum=momentum), in_axes=(0, 0, 0, 0, None))(
+        v, a, D, t0, tol
+    )
 
 
 def project_onto_zonotope(
@@ -297,13 +301,15 @@ def project_onto_zonotope(
     if v.shape[-1] != d or a.shape[-1] != d:
         raise ValueError(
             f"v, a and D must agree on d: v {v.shape}, a {a.shape}, D {D.shape} (D is (..., d, k), generators "
-            "as columns; transpose a (..., k, d) stack with jnp.swapaxes(D, -1, -2)).")
+            "as columns; transpose a (..., k, d) stack with jnp.swapaxes(D, -1, -2))."
+        )
     dtype = jnp.result_type(v, a, D, jnp.float32)
     try:
         batch = jnp.broadcast_shapes(v.shape[:-1], a.shape[:-1], D.shape[:-2])
     except ValueError:
         raise ValueError(
-            f"the batch axes of v {v.shape[:-1]}, a {a.shape[:-1]} and D {D.shape[:-2]} do not broadcast.") from None
+            f"the batch axes of v {v.shape[:-1]}, a {a.shape[:-1]} and D {D.shape[:-2]} do not broadcast."
+        ) from None
     if init is None:
         t0 = jnp.full((*batch, k), 0.5, dtype)
     else:
@@ -312,8 +318,9 @@ def project_onto_zonotope(
     vb = jnp.broadcast_to(v.astype(dtype), (*batch, d)).reshape(n, d)
     ab = jnp.broadcast_to(a.astype(dtype), (*batch, d)).reshape(n, d)
     Db = jnp.broadcast_to(D.astype(dtype), (*batch, d, k)).reshape(n, d, k)
-    res = _solve_batch(vb, ab, Db, t0.reshape(n, k), jnp.asarray(tol_f, dtype), steps=int(steps),
-                       momentum=momentum == "nesterov")
+    res = _solve_batch(
+        vb, ab, Db, t0.reshape(n, k), jnp.asarray(tol_f, dtype), steps=int(steps), momentum=momentum == "nesterov"
+    )
     return ZonotopeProjection(*(x.reshape(*batch, *x.shape[1:]) for x in res))
 
 

@@ -43,7 +43,6 @@ run's plan: sampler, steps, sigma, accounting) and :mod:`labeldp.dpsgd.loop` (th
 from __future__ import annotations
 
 from labeldp.dpsgd.sampling import (  # noqa: F401
-
     num_steps,
     poisson_batches,
     sample_alt_batch,

@@ -45,8 +45,9 @@ def sum_over_chunks(fn: Callable[..., PyTree], batch: tuple, *, chunk_size: int 
         return fn(*batch)
     c = int(chunk_size)
     n = -(-rows // c)
-    chunks = jax.tree_util.tree_map(lambda a: _pad_rows(jnp.asarray(a), n * c - rows).reshape((n, c, *a.shape[1:])),
-                                    batch)
+    chunks = jax.tree_util.tree_map(
+        lambda a: _pad_rows(jnp.asarray(a), n * c - rows).reshape((n, c, *a.shape[1:])), batch
+    )
     out_shape = jax.eval_shape(fn, *jax.tree_util.tree_map(lambda a: a[0], chunks))
     init = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), out_shape)
 

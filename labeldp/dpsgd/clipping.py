@@ -190,8 +190,7 @@ def _layer_norms_and_sums(meta, rows, out_grad, u: int):
     return sq, sums
 
 
-def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float, params, x, y, mask,
-                       keys):
+def _bookkeeping_chunk(tapped_fn: TappedFn, loss_fn: LossFn, unit: str, clip_norm: float, params, x, y, mask, keys):
     xf, yf, ex_mask, u, k = _unit_view(x, y, mask, unit)
     keys = keys.reshape((u * k, *keys.shape[2:]))  # one dropout key per row
     shape_tape = Tape(None)

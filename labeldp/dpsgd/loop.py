@@ -86,7 +86,7 @@ class DPLoopResult:
         every = max(1, -(-n // int(points)))
 
         def blocks(values):
-            return [float(np.mean(values[i:i + every])) for i in range(0, len(values), every)]
+            return [float(np.mean(values[i : i + every])) for i in range(0, len(values), every)]
 
         return {"steps_per_point": every, "loss": blocks(self.losses), "grad_norm": blocks(self.grad_norms)}
 
@@ -95,13 +95,22 @@ class DPLoopResult:
         """Mean loss of the last tenth of the steps (NaN without steps)."""
         if not self.losses:
             return float("nan")
-        return float(np.mean(self.losses[-max(1, len(self.losses) // 10):]))
+        return float(np.mean(self.losses[-max(1, len(self.losses) // 10) :]))
 
 
-def run_dp_loop(*, step: Callable, state: TrainState, plan: DPTrainingPlan, seed: int, key: jax.Array,
-                gather: Callable[[np.ndarray], Any], labels: np.ndarray,
-                alt_batch_size: int = 0, gather_alt: Callable[[np.ndarray], Any] | None = None,
-                progress: Callable | None = None) -> DPLoopResult:
+def run_dp_loop(
+    *,
+    step: Callable,
+    state: TrainState,
+    plan: DPTrainingPlan,
+    seed: int,
+    key: jax.Array,
+    gather: Callable[[np.ndarray], Any],
+    labels: np.ndarray,
+    alt_batch_size: int = 0,
+    gather_alt: Callable[[np.ndarray], Any] | None = None,
+    progress: Callable | None = None,
+) -> DPLoopResult:
     """Runs exactly ``plan.steps`` private steps on the plan's batches.
 
     Args:
@@ -142,7 +151,16 @@ def run_dp_loop(*, step: Callable, state: TrainState, plan: DPTrainingPlan, seed
     clipped = [float(v) for v in jax.device_get(clipped)]
     norms = [float(v) for v in jax.device_get(norms)]
     diag = {name: [float(v) for v in jax.device_get(vals)] for name, vals in diag.items()}
-    finite = all(np.isfinite(losses)) and all(bool(np.isfinite(np.asarray(leaf)).all())
-                                                for leaf in jax.tree_util.tree_leaves(state.params))
-    return DPLoopResult(state=state, steps=done, losses=losses, clipped_fraction=clipped, diagnostics=diag,
-                        diverged=not finite, seconds=time.perf_counter() - t0, grad_norms=norms)
+    finite = all(np.isfinite(losses)) and all(
+        bool(np.isfinite(np.asarray(leaf)).all()) for leaf in jax.tree_util.tree_leaves(state.params)
+    )
+    return DPLoopResult(
+        state=state,
+        steps=done,
+        losses=losses,
+        clipped_fraction=clipped,
+        diagnostics=diag,
+        diverged=not finite,
+        seconds=time.perf_counter() - t0,
+        grad_norms=norms,
+    )

@@ -106,10 +106,10 @@ def shuffled_batches(
         for b in range(per_epoch):
             if produced >= total:
                 return
-            idx = perm[b * bs:(b + 1) * bs]
+            idx = perm[b * bs : (b + 1) * bs]
             mask = np.ones(bs, bool)
             if idx.size < bs:
-                mask[idx.size:] = False
+                mask[idx.size :] = False
                 idx = np.concatenate([idx, np.zeros(bs - idx.size, idx.dtype)])
             produced += 1
             yield idx.astype(np.int64), mask

@@ -49,6 +49,7 @@ def resolve_forward(requested: str, *, tapped_available: bool, backend: str | No
         raise ValueError("forward 'tapped' needs a model with a tapped forward (labeldp.dpsgd.tape); use 'model'")
     return requested
 
+
 __all__ = ["SGDStep", "make_sgd_step"]
 
 
@@ -64,8 +65,16 @@ class SGDStep:
     example only). Build with :func:`make_sgd_step`.
     """
 
-    def __init__(self, *, logits_fn: TrainLogitsFn, optimizer: optax.GradientTransformation, loss_fn: LossFn,
-                 tapped_fn: TappedFn | None = None, forward: str = "auto", chunk_size: int | None = None):
+    def __init__(
+        self,
+        *,
+        logits_fn: TrainLogitsFn,
+        optimizer: optax.GradientTransformation,
+        loss_fn: LossFn,
+        tapped_fn: TappedFn | None = None,
+        forward: str = "auto",
+        chunk_size: int | None = None,
+    ):
         self.optimizer = optimizer
         self._logits_fn = logits_fn
         self._loss_fn = loss_fn
@@ -119,8 +128,14 @@ class SGDStep:
         params = optax.apply_updates(state.params, updates)
         n = jnp.sum(as_float_mask(batch.mask))
         gnorm = jnp.sqrt(tree_sqnorm(grads))
-        info = StepInfo(loss=loss, num_units=n, clipped_fraction=jnp.zeros(()), mean_grad_norm=jnp.zeros(()),
-                        grad_norm=gnorm, denoise={})
+        info = StepInfo(
+            loss=loss,
+            num_units=n,
+            clipped_fraction=jnp.zeros(()),
+            mean_grad_norm=jnp.zeros(()),
+            grad_norm=gnorm,
+            denoise={},
+        )
         return TrainState(params=params, opt_state=opt_state, step=state.step + 1), info
 
     def __call__(self, state: TrainState, batch: Batch, rng: jax.Array) -> tuple[TrainState, StepInfo]:
@@ -166,5 +181,11 @@ def make_sgd_step(
         logits_fn = logits_fn or model.train_logits
     if logits_fn is None:
         raise ValueError("give model= or logits_fn=")
-    return SGDStep(logits_fn=logits_fn, optimizer=optimizer, loss_fn=loss_fn, tapped_fn=tapped_fn, forward=forward,
-                   chunk_size=chunk_size)
+    return SGDStep(
+        logits_fn=logits_fn,
+        optimizer=optimizer,
+        loss_fn=loss_fn,
+        tapped_fn=tapped_fn,
+        forward=forward,
+        chunk_size=chunk_size,
+    )

@@ -45,7 +45,6 @@ __all__ = ["DPSGDStep", "make_dpsgd_step"]
 _tree_map = jax.tree_util.tree_map
 
 
-
 # --------------------------------------------------------------------------------------------
 # DP-SGD step
 # --------------------------------------------------------------------------------------------
@@ -145,8 +144,9 @@ class DPSGDStep:
         new_state, gnorm = self._update_jit(state, denoised)
         return new_state, self._info(stats, gnorm, dinfo)
 
-    def pure_step(self, state: TrainState, batch: Batch, rng: jax.Array,
-                  hyper: StepHyper | None = None) -> tuple[TrainState, StepInfo]:
+    def pure_step(
+        self, state: TrainState, batch: Batch, rng: jax.Array, hyper: StepHyper | None = None
+    ) -> tuple[TrainState, StepInfo]:
         """The un-jitted step for one batch of length ``pad_to`` whose denoiser runs in-jit: the
         function ``__call__`` compiles, for callers that transform it (``jax.vmap`` over runs).
 
@@ -159,8 +159,10 @@ class DPSGDStep:
           ValueError: the denoiser drives its loop from Python (``host_loop``).
         """
         if self.denoiser.host_loop(state.params):
-            raise ValueError(f"the {self.denoiser.name} denoiser runs a Python-driven loop; pure_step needs an "
-                             "in-jit denoiser (loop='fori')")
+            raise ValueError(
+                f"the {self.denoiser.name} denoiser runs a Python-driven loop; pure_step needs an "
+                "in-jit denoiser (loop='fori')"
+            )
         return self._fused(state, self._normalize(batch), rng, hyper)
 
     def noisy_gradient(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
@@ -225,16 +227,34 @@ class DPSGDStep:
 
         x, y, m = _tree_map(padded, batch.x), padded(batch.y), padded(batch.mask)
         for c in range(n_chunks):
-            yield _tree_map(lambda a: a[c * p:(c + 1) * p], x), y[c * p:(c + 1) * p], m[c * p:(c + 1) * p]
+            yield _tree_map(lambda a: a[c * p : (c + 1) * p], x), y[c * p : (c + 1) * p], m[c * p : (c + 1) * p]
 
     def _clipped_sum(self, params, x, y, mask, key, clip_norm=None):
         clip = self.config.clip_norm if clip_norm is None else clip_norm
         if self.formulation == "bookkeeping":
-            return bookkeeping_clipped_sum(tapped_fn=self._tapped_fn, loss_fn=self._loss_fn, unit=self.config.unit,
-                                           clip_norm=clip, chunk_size=self.chunk_size,
-                                           params=params, x=x, y=y, mask=mask, key=key)
-        return vmap_clipped_sum(logits_fn=self._logits_fn, loss_fn=self._loss_fn, unit=self.config.unit,
-                                clip_norm=clip, params=params, x=x, y=y, mask=mask, key=key)
+            return bookkeeping_clipped_sum(
+                tapped_fn=self._tapped_fn,
+                loss_fn=self._loss_fn,
+                unit=self.config.unit,
+                clip_norm=clip,
+                chunk_size=self.chunk_size,
+                params=params,
+                x=x,
+                y=y,
+                mask=mask,
+                key=key,
+            )
+        return vmap_clipped_sum(
+            logits_fn=self._logits_fn,
+            loss_fn=self._loss_fn,
+            unit=self.config.unit,
+            clip_norm=clip,
+            params=params,
+            x=x,
+            y=y,
+            mask=mask,
+            key=key,
+        )
 
     def _privatize(self, total, key, hyper: StepHyper | None = None):
         cfg = self.config
@@ -249,8 +269,9 @@ class DPSGDStep:
 
     def _noisy_gradient(self, params, x, y, mask, rng, hyper: StepHyper | None = None):
         noise_key, drop_key, _ = jax.random.split(rng, 3)
-        total, stats = self._clipped_sum(params, x, y, mask, jax.random.fold_in(drop_key, 0),
-                                         None if hyper is None else hyper.clip_norm)
+        total, stats = self._clipped_sum(
+            params, x, y, mask, jax.random.fold_in(drop_key, 0), None if hyper is None else hyper.clip_norm
+        )
         return self._privatize(total, noise_key, hyper), stats
 
     def _denoise_inputs(self, batch: Batch):
@@ -261,8 +282,9 @@ class DPSGDStep:
         return x, mask
 
     def _denoise(self, noisy, params, x, mask, x_alt, alt_mask):
-        return self.denoiser(noisy, logits_fn=self._proj_fn, params=params, x=x, mask=mask,
-                             x_alt=x_alt, alt_mask=alt_mask)
+        return self.denoiser(
+            noisy, logits_fn=self._proj_fn, params=params, x=x, mask=mask, x_alt=x_alt, alt_mask=alt_mask
+        )
 
     def _run_denoiser(self, noisy, params, batch: Batch, host: bool):
         if isinstance(self.denoiser, NoOp):

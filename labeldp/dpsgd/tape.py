@@ -29,8 +29,17 @@ from typing import Any, Literal
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Tape", "LayerRecord", "im2col", "avg_pool_2x2", "max_pool_2x2", "check_coverage", "param_paths",
-           "row_keys", "leaf_path"]
+__all__ = [
+    "Tape",
+    "LayerRecord",
+    "im2col",
+    "avg_pool_2x2",
+    "max_pool_2x2",
+    "check_coverage",
+    "param_paths",
+    "row_keys",
+    "leaf_path",
+]
 
 PyTree = Any
 Path = tuple[str, ...]
@@ -119,7 +128,8 @@ class Tape:
             return x
         keep = 1.0 - rate
         masks = jax.vmap(lambda k: jax.random.bernoulli(jax.random.fold_in(k, index), keep, x.shape[1:]))(
-            self.dropout_keys)
+            self.dropout_keys
+        )
         return jnp.where(masks, x / keep, jnp.zeros_like(x))
 
     def embed(self, path: Path, idx: jax.Array, params: PyTree) -> jax.Array:

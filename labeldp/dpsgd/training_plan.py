@@ -67,12 +67,14 @@ class DPTrainingPlan:
     def batches(self, *, rng: np.random.Generator, pad_to: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Exactly :attr:`steps` batches ``(indices, mask)`` of the plan's sampler."""
         if self.sampling == "poisson":
-            return poisson_batches(self.n, sampling_rate=self.sampling_rate, rng=rng, pad_to=pad_to,
-                                   num_batches=self.steps)
+            return poisson_batches(
+                self.n, sampling_rate=self.sampling_rate, rng=rng, pad_to=pad_to, num_batches=self.steps
+            )
         return shuffled_batches(self.n, batch_size=self.expected_batch_size, rng=rng, num_batches=self.steps)
 
-    def privacy_outcome(self, *, mechanism: str, reasons: tuple[str, ...] = (),
-                        privacy_unit: str | None = None) -> PrivacyOutcome:
+    def privacy_outcome(
+        self, *, mechanism: str, reasons: tuple[str, ...] = (), privacy_unit: str | None = None
+    ) -> PrivacyOutcome:
         """The record's privacy block for this plan: the accountant's eps and delta; not valid
         (with every reason) when the batches were shuffled or ``reasons`` name another problem."""
         reasons = tuple(reasons)
@@ -80,16 +82,32 @@ class DPTrainingPlan:
             reasons += ("shuffled fixed-size batches accounted as Poisson subsampling (an approximation, not a proof)",)
         acc = self.accounting
         extra = {} if privacy_unit is None else {"privacy_unit": privacy_unit}
-        return PrivacyOutcome(epsilon=float(acc.epsilon), delta=float(acc.delta), valid=not reasons,
-                              invalid_reason="; ".join(reasons) or None, mechanism=mechanism,
-                              accounting=acc.to_dict(), neighboring_relation=acc.neighboring_relation,
-                              epsilon_by_relation=dict(acc.epsilon_by_relation), **extra)
+        return PrivacyOutcome(
+            epsilon=float(acc.epsilon),
+            delta=float(acc.delta),
+            valid=not reasons,
+            invalid_reason="; ".join(reasons) or None,
+            mechanism=mechanism,
+            accounting=acc.to_dict(),
+            neighboring_relation=acc.neighboring_relation,
+            epsilon_by_relation=dict(acc.epsilon_by_relation),
+            **extra,
+        )
 
 
-def make_training_plan(*, target_epsilon: float, target_delta: float, n: int, expected_batch_size: int,
-                       epochs: float | None = None, steps: int | None = None, sampling: str = "poisson",
-                       amplification: bool = True, accountant: str = "pld",
-                       neighboring_relation: str | None = None) -> DPTrainingPlan:
+def make_training_plan(
+    *,
+    target_epsilon: float,
+    target_delta: float,
+    n: int,
+    expected_batch_size: int,
+    epochs: float | None = None,
+    steps: int | None = None,
+    sampling: str = "poisson",
+    amplification: bool = True,
+    accountant: str = "pld",
+    neighboring_relation: str | None = None,
+) -> DPTrainingPlan:
     """Calibrates sigma for exactly the run described; the one place a DP run's plan is made.
 
     Args:
@@ -118,13 +136,27 @@ def make_training_plan(*, target_epsilon: float, target_delta: float, n: int, ex
     if steps is None:
         steps = num_steps(n=n, expected_batch_size=n1, epochs=epochs)
         if steps < 1:
-            raise ValueError(f"{epochs} epochs of batch {n1} over {n} units is less than one step; "
-                             "raise epochs in the grid")
+            raise ValueError(
+                f"{epochs} epochs of batch {n1} over {n} units is less than one step; raise epochs in the grid"
+            )
     elif int(steps) < 1:
         raise ValueError(f"a DP run needs at least one step, got {steps}")
     t0 = time.perf_counter()
-    acc = accounting.account_dpsgd(target_epsilon=target_epsilon, target_delta=target_delta, sampling_rate=n1 / n,
-                                   steps=steps, amplification=amplification, accountant=accountant,
-                                   neighboring_relation=neighboring_relation or accounting.DEFAULT_RELATION)
-    return DPTrainingPlan(n=int(n), expected_batch_size=n1, sampling=sampling, steps=int(steps),
-                          amplification=amplification, accounting=acc, seconds=time.perf_counter() - t0)
+    acc = accounting.account_dpsgd(
+        target_epsilon=target_epsilon,
+        target_delta=target_delta,
+        sampling_rate=n1 / n,
+        steps=steps,
+        amplification=amplification,
+        accountant=accountant,
+        neighboring_relation=neighboring_relation or accounting.DEFAULT_RELATION,
+    )
+    return DPTrainingPlan(
+        n=int(n),
+        expected_batch_size=n1,
+        sampling=sampling,
+        steps=int(steps),
+        amplification=amplification,
+        accounting=acc,
+        seconds=time.perf_counter() - t0,
+    )

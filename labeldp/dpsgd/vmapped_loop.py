@@ -71,8 +71,14 @@ def _unstack(tree: Any, count: int) -> list[Any]:
     return [jax.tree_util.tree_map(lambda leaf, i=i: leaf[i], tree) for i in range(count)]
 
 
-def run_dp_loops_vmapped(*, template: DPSGDStep, runs: Sequence[VmappedRun], gather: Callable[[np.ndarray], Any],
-                         labels: jax.Array, alt_batch_size: int = 0) -> list[DPLoopResult]:
+def run_dp_loops_vmapped(
+    *,
+    template: DPSGDStep,
+    runs: Sequence[VmappedRun],
+    gather: Callable[[np.ndarray], Any],
+    labels: jax.Array,
+    alt_batch_size: int = 0,
+) -> list[DPLoopResult]:
     """Trains ``runs`` together, exactly ``plan.steps`` steps each; one result per run, in order.
 
     Args:
@@ -133,9 +139,18 @@ def run_dp_loops_vmapped(*, template: DPSGDStep, runs: Sequence[VmappedRun], gat
     out = []
     for i, final in enumerate(finals):
         finite = bool(np.isfinite(losses[:, i]).all()) and all(
-            bool(np.isfinite(np.asarray(leaf)).all()) for leaf in jax.tree_util.tree_leaves(final.params))
-        out.append(DPLoopResult(state=final, steps=steps, losses=[float(v) for v in losses[:, i]],
-                                clipped_fraction=[float(v) for v in clipped[:, i]],
-                                diagnostics={k: [float(v) for v in vals[:, i]] for k, vals in diag.items()},
-                                diverged=not finite, seconds=seconds, grad_norms=[float(v) for v in norms[:, i]]))
+            bool(np.isfinite(np.asarray(leaf)).all()) for leaf in jax.tree_util.tree_leaves(final.params)
+        )
+        out.append(
+            DPLoopResult(
+                state=final,
+                steps=steps,
+                losses=[float(v) for v in losses[:, i]],
+                clipped_fraction=[float(v) for v in clipped[:, i]],
+                diagnostics={k: [float(v) for v in vals[:, i]] for k, vals in diag.items()},
+                diverged=not finite,
+                seconds=seconds,
+                grad_norms=[float(v) for v in norms[:, i]],
+            )
+        )
     return out

@@ -83,7 +83,8 @@ def _validate_labels(labels, lo, hi, *, discrete: bool) -> np.ndarray:
     if np.any((y < lo) | (y > hi)):
         raise ValueError(
             f"labels must lie in [lower, upper] = [{lo:g}, {hi:g}] (the sensitivity is upper - lower); "
-            "clip them first or widen the range.")
+            "clip them first or widen the range."
+        )
     if discrete and np.any(y != np.round(y)):
         raise ValueError("discrete=True needs integer labels; use discrete=False for real labels.")
     return y
@@ -100,8 +101,16 @@ def _additive_mechanism(kind, labels, *, epsilon, lower, upper, discrete, clip, 
     return out
 
 
-def laplace_mechanism(labels, *, epsilon: float, lower: float, upper: float, discrete: bool = False,
-                      clip: bool = False, rng: np.random.Generator) -> np.ndarray:
+def laplace_mechanism(
+    labels,
+    *,
+    epsilon: float,
+    lower: float,
+    upper: float,
+    discrete: bool = False,
+    clip: bool = False,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Laplace label randomizer: ``y + Lap((upper - lower) / eps)`` (003 Definitions 17, 18).
 
     Guarantee: each output is ``eps``-label-DP for labels in ``[lower, upper]`` (sensitivity
@@ -118,12 +127,21 @@ def laplace_mechanism(labels, *, epsilon: float, lower: float, upper: float, dis
     Returns:
       Noisy labels, a float array of the shape of ``labels``.
     """
-    return _additive_mechanism(_LAPLACE, labels, epsilon=epsilon, lower=lower, upper=upper,
-                               discrete=discrete, clip=clip, rng=rng)
+    return _additive_mechanism(
+        _LAPLACE, labels, epsilon=epsilon, lower=lower, upper=upper, discrete=discrete, clip=clip, rng=rng
+    )
 
 
-def staircase_mechanism(labels, *, epsilon: float, lower: float, upper: float, discrete: bool = False,
-                        clip: bool = False, rng: np.random.Generator) -> np.ndarray:
+def staircase_mechanism(
+    labels,
+    *,
+    epsilon: float,
+    lower: float,
+    upper: float,
+    discrete: bool = False,
+    clip: bool = False,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """Additive staircase label randomizer (003 Definitions 19, 20; [GV14]).
 
     Adds staircase noise calibrated to sensitivity ``upper - lower`` with the
@@ -143,8 +161,9 @@ def staircase_mechanism(labels, *, epsilon: float, lower: float, upper: float, d
     Returns:
       Noisy labels, a float array of the shape of ``labels``.
     """
-    return _additive_mechanism(_STAIRCASE, labels, epsilon=epsilon, lower=lower, upper=upper,
-                               discrete=discrete, clip=clip, rng=rng)
+    return _additive_mechanism(
+        _STAIRCASE, labels, epsilon=epsilon, lower=lower, upper=upper, discrete=discrete, clip=clip, rng=rng
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -199,10 +218,11 @@ def _discrete_transition(kind, support, *, epsilon, lower, upper, clip, window):
         outputs = np.arange(lo, hi + 1)
         z = outputs[None, :] - sup[:, None]
         matrix = noise.pdf(z)
-        matrix[:, 0] = noise.cdf(lo - sup)                # Pr[y + Z <= lower]
-        matrix[:, -1] = noise.cdf(sup - hi)                # Pr[y + Z >= upper] = Pr[Z <= y - upper]
-        return DiscreteRandomizer(support=sup, outputs=outputs, matrix=matrix,
-                                  epsilon=noise.epsilon, name=f"clipped discrete {kind}")
+        matrix[:, 0] = noise.cdf(lo - sup)  # Pr[y + Z <= lower]
+        matrix[:, -1] = noise.cdf(sup - hi)  # Pr[y + Z >= upper] = Pr[Z <= y - upper]
+        return DiscreteRandomizer(
+            support=sup, outputs=outputs, matrix=matrix, epsilon=noise.epsilon, name=f"clipped discrete {kind}"
+        )
     if window is None:
         window = int(math.ceil((hi - lo) * 28.0 / noise.epsilon))  # tail mass of order 1e-12
     window = int(window)
@@ -211,12 +231,19 @@ def _discrete_transition(kind, support, *, epsilon, lower, upper, clip, window):
     outputs = np.arange(lo - window, hi + window + 1)
     matrix = noise.pdf(outputs[None, :] - sup[:, None])
     tail = noise.cdf(outputs[0] - 1.0 - sup) + (1.0 - noise.cdf(outputs[-1] - sup))
-    return TruncatedTransition(support=sup, outputs=outputs, matrix=matrix, tail_mass=tail,
-                               epsilon=noise.epsilon, name=f"discrete {kind} (window)")
+    return TruncatedTransition(
+        support=sup,
+        outputs=outputs,
+        matrix=matrix,
+        tail_mass=tail,
+        epsilon=noise.epsilon,
+        name=f"discrete {kind} (window)",
+    )
 
 
-def laplace_transition_matrix(support=None, *, epsilon: float, lower: int, upper: int, clip: bool,
-                              window: Optional[int] = None):
+def laplace_transition_matrix(
+    support=None, *, epsilon: float, lower: int, upper: int, clip: bool, window: Optional[int] = None
+):
     """Exact transition matrix of the discrete Laplace mechanism (003 Definition 17).
 
     Args:
@@ -230,15 +257,16 @@ def laplace_transition_matrix(support=None, *, epsilon: float, lower: int, upper
     Returns:
       A :class:`DiscreteRandomizer` (``clip=True``) or :class:`TruncatedTransition`.
     """
-    return _discrete_transition(_LAPLACE, support, epsilon=epsilon, lower=lower, upper=upper,
-                                clip=clip, window=window)
+    return _discrete_transition(_LAPLACE, support, epsilon=epsilon, lower=lower, upper=upper, clip=clip, window=window)
 
 
-def staircase_transition_matrix(support=None, *, epsilon: float, lower: int, upper: int, clip: bool,
-                                window: Optional[int] = None):
+def staircase_transition_matrix(
+    support=None, *, epsilon: float, lower: int, upper: int, clip: bool, window: Optional[int] = None
+):
     """Exact transition matrix of the discrete staircase mechanism (003 Definition 19).
 
     Same arguments and return types as :func:`laplace_transition_matrix`.
     """
-    return _discrete_transition(_STAIRCASE, support, epsilon=epsilon, lower=lower, upper=upper,
-                                clip=clip, window=window)
+    return _discrete_transition(
+        _STAIRCASE, support, epsilon=epsilon, lower=lower, upper=upper, clip=clip, window=window
+    )

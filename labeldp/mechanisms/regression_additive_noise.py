@@ -95,8 +95,9 @@ class AdditiveNoise:
             z = np.floor(z)
             neg = z < 0
             # Pr[Z <= z] = Pr[Z >= -z] for z < 0, and 1 - Pr[Z >= z + 1] otherwise.
-            return np.where(neg, self._sf_nonneg(np.where(neg, -z, 0.0)),
-                            1.0 - self._sf_nonneg(np.where(neg, 0.0, z + 1.0)))
+            return np.where(
+                neg, self._sf_nonneg(np.where(neg, -z, 0.0)), 1.0 - self._sf_nonneg(np.where(neg, 0.0, z + 1.0))
+            )
         t = np.abs(z)
         if self.kind == _LAPLACE:
             upper_tail = 0.5 * np.exp(-t / self.param)
@@ -251,12 +252,12 @@ def laplace_noise(*, epsilon: float, sensitivity: float, discrete: bool = False)
     """
     eps = validate_epsilon(epsilon)
     delta = _validate_sensitivity(sensitivity, discrete=discrete)
-    return AdditiveNoise(kind=_LAPLACE, discrete=bool(discrete), epsilon=eps, sensitivity=delta,
-                         param=delta / eps)
+    return AdditiveNoise(kind=_LAPLACE, discrete=bool(discrete), epsilon=eps, sensitivity=delta, param=delta / eps)
 
 
-def staircase_noise(*, epsilon: float, sensitivity: float, discrete: bool = False,
-                    param: Optional[float] = None) -> AdditiveNoise:
+def staircase_noise(
+    *, epsilon: float, sensitivity: float, discrete: bool = False, param: Optional[float] = None
+) -> AdditiveNoise:
     """Staircase noise (003 Definitions 19, 20; [GV14]) with the variance-minimising shape.
 
     Args:

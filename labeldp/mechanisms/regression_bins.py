@@ -42,8 +42,9 @@ def _rr_probabilities(epsilon: float, m: int):
     return keep, t * keep
 
 
-def rr_on_bins_from_map(support, *, epsilon: float, label_outputs, probs=None,
-                        name: str = "RR-on-Bins") -> DiscreteRandomizer:
+def rr_on_bins_from_map(
+    support, *, epsilon: float, label_outputs, probs=None, name: str = "RR-on-Bins"
+) -> DiscreteRandomizer:
     """The randomizer ``RR-on-Bins^Phi_eps`` for a given map ``Phi`` (003 Definition 22).
 
     Guarantee: ``eps``-label-DP for every ``Phi`` (each column takes only the values
@@ -70,8 +71,9 @@ def rr_on_bins_from_map(support, *, epsilon: float, label_outputs, probs=None,
     matrix = np.full((sup.size, outputs.size), other)
     matrix[np.arange(sup.size), phi_idx] = keep
     p = None if probs is None else validate_probs(probs, size=sup.size)
-    return DiscreteRandomizer(support=sup, outputs=outputs, matrix=matrix, probs=p, epsilon=eps,
-                              name=name, label_to_output=phi_idx)
+    return DiscreteRandomizer(
+        support=sup, outputs=outputs, matrix=matrix, probs=p, epsilon=eps, name=name, label_to_output=phi_idx
+    )
 
 
 def debiased_rr_outputs(support, *, epsilon: float) -> np.ndarray:
@@ -100,8 +102,13 @@ def debiased_rr(support, *, epsilon: float, probs=None) -> DiscreteRandomizer:
     Returns:
       A :class:`DiscreteRandomizer` with ``k`` outputs.
     """
-    return rr_on_bins_from_map(support, epsilon=epsilon, label_outputs=debiased_rr_outputs(support, epsilon=epsilon),
-                               probs=probs, name="debiased RR")
+    return rr_on_bins_from_map(
+        support,
+        epsilon=epsilon,
+        label_outputs=debiased_rr_outputs(support, epsilon=epsilon),
+        probs=probs,
+        name="debiased RR",
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -142,7 +149,7 @@ def _partition_dp(cost: np.ndarray):
     best = np.full(k + 1, np.inf)
     argmins = [None]
     for j in range(1, k + 1):
-        total = prev[:, None] + cost          # total[l, r]: first l labels in j - 1 bins, then bin [l, r)
+        total = prev[:, None] + cost  # total[l, r]: first l labels in j - 1 bins, then bin [l, r)
         arg = np.argmin(total, axis=0)
         cur = total[arg, np.arange(k + 1)]
         argmins.append(arg)

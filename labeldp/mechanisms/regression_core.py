@@ -41,9 +41,7 @@ def validate_epsilon(epsilon: float, *, name: str = "epsilon") -> float:
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a positive finite number, got {epsilon!r}.") from None
     if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(
-            f"{name} must be a positive finite number (pure eps-DP needs eps > 0), got {epsilon!r}."
-        )
+        raise ValueError(f"{name} must be a positive finite number (pure eps-DP needs eps > 0), got {epsilon!r}.")
     return value
 
 
@@ -59,9 +57,7 @@ def validate_support(support, *, name: str = "support") -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must contain only finite values.")
     if arr.size > 1 and not np.all(np.diff(arr) > 0):
-        raise ValueError(
-            f"{name} must be strictly increasing (sorted, without duplicates); pass np.unique({name})."
-        )
+        raise ValueError(f"{name} must be strictly increasing (sorted, without duplicates); pass np.unique({name}).")
     return arr
 
 
@@ -224,8 +220,7 @@ class DiscreteRandomizer:
         phi = None
         if self.label_to_output is not None:
             phi = np.cumsum(used)[self.label_to_output] - 1
-        return dataclasses.replace(self, outputs=self.outputs[used], matrix=self.matrix[:, used],
-                                   label_to_output=phi)
+        return dataclasses.replace(self, outputs=self.outputs[used], matrix=self.matrix[:, used], label_to_output=phi)
 
     # -- sampling ---------------------------------------------------------------------
 

@@ -80,8 +80,9 @@ def _validate_num_outputs(num_outputs) -> int:
     return int(num_outputs)
 
 
-def optimal_unbiased_randomizer(support, probs, *, epsilon: float, num_outputs: Optional[int] = None,
-                                outputs=None) -> DiscreteRandomizer:
+def optimal_unbiased_randomizer(
+    support, probs, *, epsilon: float, num_outputs: Optional[int] = None, outputs=None
+) -> DiscreteRandomizer:
     """``ComputeOptUnbiasedRand_eps(P, Y_hat)`` (003 Algorithm 1) for the squared loss.
 
     Solves, over ``M[y, i] = Pr[M(y) = o_i]``::
@@ -222,8 +223,16 @@ class LabelRandomizerResult:
     epsilon: float
 
 
-def label_randomizer(labels, *, support, epsilon1: float, epsilon2: float, num_outputs: Optional[int] = None,
-                     rng: np.random.Generator, randomizer: str = "optimal_unbiased") -> LabelRandomizerResult:
+def label_randomizer(
+    labels,
+    *,
+    support,
+    epsilon1: float,
+    epsilon2: float,
+    num_outputs: Optional[int] = None,
+    rng: np.random.Generator,
+    randomizer: str = "optimal_unbiased",
+) -> LabelRandomizerResult:
     """``LabelRandomizer_{eps1, eps2}`` (003 Algorithm 3).
 
     ``P' = M^Lap_eps1(labels)`` (:func:`estimate_prior`), ``Y_hat = FeasibleOutputSet_eps2(Y)``,
@@ -258,8 +267,9 @@ def label_randomizer(labels, *, support, epsilon1: float, epsilon2: float, num_o
         mech = rr_on_bins(sup, prior, epsilon=eps2)
     else:
         raise ValueError(f"randomizer must be 'optimal_unbiased' or 'rr_on_bins', got {randomizer!r}.")
-    return LabelRandomizerResult(noisy_labels=mech.sample(labels, rng), randomizer=mech, prior=prior,
-                                 epsilon=eps1 + eps2)
+    return LabelRandomizerResult(
+        noisy_labels=mech.sample(labels, rng), randomizer=mech, prior=prior, epsilon=eps1 + eps2
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -282,7 +292,8 @@ def _validate_in_hull(y, sup, name="labels"):
     if np.any((y < sup[0]) | (y > sup[-1])):
         raise ValueError(
             f"{name} must lie in [min(support), max(support)] = [{sup[0]:g}, {sup[-1]:g}]; "
-            "clip them or extend the support grid.")
+            "clip them or extend the support grid."
+        )
 
 
 def unbiased_randomized_rounding(labels, *, support, rng: np.random.Generator) -> np.ndarray:
@@ -334,5 +345,6 @@ def randomized_rounding_matrix(values, *, support) -> DiscreteRandomizer:
     matrix[rows, lo] += 1.0 - up
     if sup.size > 1:
         matrix[rows, lo + 1] += up
-    return DiscreteRandomizer(support=vals, outputs=sup, matrix=matrix, epsilon=None,
-                              name="unbiased randomized rounding")
+    return DiscreteRandomizer(
+        support=vals, outputs=sup, matrix=matrix, epsilon=None, name="unbiased randomized rounding"
+    )

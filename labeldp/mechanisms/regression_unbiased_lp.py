@@ -30,7 +30,8 @@ def _unbiased_lp_cost(p, z, o):
 _LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 _INFEASIBLE_MESSAGE = (
     "The unbiased LP (003 Algorithm 1) is infeasible for these outputs: the output set "
-    "must reach beyond the labels; include the ends of feasible_output_set (003 Proposition 7).")
+    "must reach beyond the labels; include the ends of feasible_output_set (003 Proposition 7)."
+)
 
 
 def _check_lp_status(res):
@@ -62,18 +63,24 @@ def _solve_lp_on_columns(cost, z, o, eps):
     d_cols = np.arange(kn)
     m_cols = kn + np.tile(np.arange(n), k)
     both = (np.concatenate([rows, rows]), np.concatenate([d_cols, m_cols]))
-    a_eq = sparse.vstack([
-        sparse.csr_matrix((np.ones(2 * kn), both), shape=(k, kn + n)),
-        sparse.csr_matrix((np.tile(o, 2 * k), both), shape=(k, kn + n)),
-    ]).tocsr()
+    a_eq = sparse.vstack(
+        [
+            sparse.csr_matrix((np.ones(2 * kn), both), shape=(k, kn + n)),
+            sparse.csr_matrix((np.tile(o, 2 * k), both), shape=(k, kn + n)),
+        ]
+    ).tocsr()
     b_eq = np.concatenate([np.ones(k), z])
     # d[y, i] - (e^eps - 1) m_i <= 0.
     a_ub = sparse.csr_matrix(
-        (np.concatenate([np.ones(kn), np.full(kn, 1.0 - big)]),
-         (np.concatenate([d_cols, d_cols]), np.concatenate([d_cols, m_cols]))),
-        shape=(kn, kn + n))
-    res = optimize.linprog(c, A_ub=a_ub, b_ub=np.zeros(kn), A_eq=a_eq, b_eq=b_eq, bounds=(0, None),
-                           method="highs", options=_LP_OPTIONS)
+        (
+            np.concatenate([np.ones(kn), np.full(kn, 1.0 - big)]),
+            (np.concatenate([d_cols, d_cols]), np.concatenate([d_cols, m_cols])),
+        ),
+        shape=(kn, kn + n),
+    )
+    res = optimize.linprog(
+        c, A_ub=a_ub, b_ub=np.zeros(kn), A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs", options=_LP_OPTIONS
+    )
     _check_lp_status(res)
     matrix = res.x[:kn].reshape(k, n) + res.x[kn:][None, :]
     return matrix, np.asarray(res.eqlin.marginals, dtype=float)
@@ -146,21 +153,36 @@ def _solve_unbiased_lp_full(p, z, o, eps):
     cost = np.concatenate([_unbiased_lp_cost(p, z, o).ravel(), np.zeros(n)])
     rows = np.repeat(np.arange(k), n)
     cols = np.arange(k * n)
-    a_eq = sparse.vstack([
-        sparse.csr_matrix((np.ones(k * n), (rows, cols)), shape=(k, k * n + n)),
-        sparse.csr_matrix((np.tile(o, k), (rows, cols)), shape=(k, k * n + n)),
-    ]).tocsr()
+    a_eq = sparse.vstack(
+        [
+            sparse.csr_matrix((np.ones(k * n), (rows, cols)), shape=(k, k * n + n)),
+            sparse.csr_matrix((np.tile(o, k), (rows, cols)), shape=(k, k * n + n)),
+        ]
+    ).tocsr()
     b_eq = np.concatenate([np.ones(k), z])
     col_of = np.tile(np.arange(n), k)
     r = np.arange(k * n)
     # m_i - M[y, i] <= 0  and  M[y, i] - e^eps m_i <= 0.
     a_ub = sparse.csr_matrix(
-        (np.concatenate([np.ones(k * n), -np.ones(k * n), np.ones(k * n), -big * np.ones(k * n)]),
-         (np.concatenate([r, r, k * n + r, k * n + r]),
-          np.concatenate([k * n + col_of, cols, cols, k * n + col_of]))),
-        shape=(2 * k * n, k * n + n))
-    res = optimize.linprog(cost, A_ub=a_ub, b_ub=np.zeros(2 * k * n), A_eq=a_eq, b_eq=b_eq,
-                           bounds=(0, None), method="highs", options=_LP_OPTIONS)
+        (
+            np.concatenate([np.ones(k * n), -np.ones(k * n), np.ones(k * n), -big * np.ones(k * n)]),
+            (
+                np.concatenate([r, r, k * n + r, k * n + r]),
+                np.concatenate([k * n + col_of, cols, cols, k * n + col_of]),
+            ),
+        ),
+        shape=(2 * k * n, k * n + n),
+    )
+    res = optimize.linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=np.zeros(2 * k * n),
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=(0, None),
+        method="highs",
+        options=_LP_OPTIONS,
+    )
     _check_lp_status(res)
     return res.x[: k * n].reshape(k, n)
 
@@ -209,7 +231,7 @@ def _polish(matrix, z, o, eps, *, max_rounds=60):
             jac_s[k + fr, np.arange(fr.size)] = o[active][fc]
             step = np.linalg.lstsq(np.concatenate([jac_m, jac_s], axis=1), resid, rcond=None)[0]
             x_m = x_m + step[: active.size]
-            x_s = np.clip(x_s + step[active.size:], x_m[fc], big * x_m[fc])
+            x_s = np.clip(x_s + step[active.size :], x_m[fc], big * x_m[fc])
         cur = coef * x_m[None, :]
         cur[fr, fc] = x_s
         err = np.max(np.abs(target - np.concatenate([cur.sum(axis=1), cur @ o[active]])))

@@ -93,7 +93,7 @@ class RunSpec:
         d["hparams"] = dict(self.hparams)
         d["options"] = dict(self.options)
         if d["calibration_relation"] is None:  # the papers' convention: specs (and Snakemake's
-            del d["calibration_relation"]      # params) of runs made before the field stay the same
+            del d["calibration_relation"]  # params) of runs made before the field stay the same
         return d
 
     @classmethod
@@ -139,13 +139,17 @@ class PrivacyOutcome:
     def to_dict(self, *, target_epsilon: float) -> dict[str, Any]:
         enc = lambda e: "inf" if math.isinf(e) else float(e)  # noqa: E731
         if self.neighboring_relation is None:
-            raise ValueError(f"privacy outcome of {self.mechanism!r} states no neighbouring relation: a method must "
-                             "say which relation its epsilon is for (label_substitution or add_or_remove)")
+            raise ValueError(
+                f"privacy outcome of {self.mechanism!r} states no neighbouring relation: a method must "
+                "say which relation its epsilon is for (label_substitution or add_or_remove)"
+            )
         if self.privacy_unit not in ("example", "user"):
             raise ValueError(f"privacy_unit must be 'example' or 'user', got {self.privacy_unit!r}")
         if self.accounting is not None and self.epsilon_by_relation is None:
-            raise ValueError(f"privacy outcome of {self.mechanism!r} has an accountant's record but no "
-                             "epsilon_by_relation: store the accountant's epsilon under every relation")
+            raise ValueError(
+                f"privacy outcome of {self.mechanism!r} has an accountant's record but no "
+                "epsilon_by_relation: store the accountant's epsilon under every relation"
+            )
         return {
             "target_epsilon": enc(target_epsilon),
             "epsilon": enc(self.epsilon),
@@ -156,14 +160,17 @@ class PrivacyOutcome:
             "accounting": dict(self.accounting) if self.accounting is not None else None,
             "neighboring_relation": self.neighboring_relation,
             "privacy_unit": self.privacy_unit,
-            "epsilon_by_relation": ({k: enc(float(v)) for k, v in self.epsilon_by_relation.items()}
-                                    if self.epsilon_by_relation is not None
-                                    else {self.neighboring_relation: enc(self.epsilon)}),
+            "epsilon_by_relation": (
+                {k: enc(float(v)) for k, v in self.epsilon_by_relation.items()}
+                if self.epsilon_by_relation is not None
+                else {self.neighboring_relation: enc(self.epsilon)}
+            ),
         }
 
 
-NON_PRIVATE = PrivacyOutcome(epsilon=math.inf, delta=0.0, valid=True, mechanism="none (non-private)",
-                             neighboring_relation="label_substitution")
+NON_PRIVATE = PrivacyOutcome(
+    epsilon=math.inf, delta=0.0, valid=True, mechanism="none (non-private)", neighboring_relation="label_substitution"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,5 +199,7 @@ def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:
     ``examples_per_user`` for ``rr``), instead of silently ignoring them."""
     unknown = sorted(set(spec.options) - set(allowed))
     if unknown:
-        raise ValueError(f"{name} does not implement options {unknown} (variant {spec.variant!r}); "
-                         f"supported options: {list(allowed) or 'none'}")
+        raise ValueError(
+            f"{name} does not implement options {unknown} (variant {spec.variant!r}); "
+            f"supported options: {list(allowed) or 'none'}"
+        )

@@ -8,8 +8,15 @@ import numpy as np
 
 from labeldp.methods.base import RunSpec
 from labeldp.models import FEATURES_MODEL, MODEL_FOR_DATASET, ModelSpec, build_model
-from labeldp.training import (TrainConfig, accuracy_pct, audit_log_probs, confusion_matrix, initial_params,
-                              to_float_images, train_weighted)
+from labeldp.training import (
+    TrainConfig,
+    accuracy_pct,
+    audit_log_probs,
+    confusion_matrix,
+    initial_params,
+    to_float_images,
+    train_weighted,
+)
 
 
 def build_model_for(data) -> ModelSpec:
@@ -19,8 +26,9 @@ def build_model_for(data) -> ModelSpec:
         return build_model(FEATURES_MODEL, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
     if data.name not in MODEL_FOR_DATASET:
         raise ValueError(f"no Table 10 model for dataset {data.name!r}; known: {sorted(MODEL_FOR_DATASET)}")
-    return build_model(MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]),
-                       num_classes=data.num_classes)
+    return build_model(
+        MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes
+    )
 
 
 #: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
@@ -33,32 +41,56 @@ def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
     batch size, and the variant's :data:`RECIPE_OPTIONS` (default: 000 Table 8's plain SGD at a constant
     rate; a ``momentum`` grid axis is still read from the grid point)."""
     hp, opts = spec.hparams, spec.options
-    return TrainConfig(learning_rate=float(hp["learning_rate"]), epochs=int(hp["epochs"]),
-                       batch_size=int(hp["batch_size"]),
-                       momentum=float(opts.get("momentum", hp.get("momentum", 0.0))),
-                       lr_schedule=str(opts.get("lr_schedule", "constant")),
-                       warmup_fraction=float(opts.get("warmup_fraction", 0.15)),
-                       l2=float(opts.get("l2", 0.0)), progress=progress)
+    return TrainConfig(
+        learning_rate=float(hp["learning_rate"]),
+        epochs=int(hp["epochs"]),
+        batch_size=int(hp["batch_size"]),
+        momentum=float(opts.get("momentum", hp.get("momentum", 0.0))),
+        lr_schedule=str(opts.get("lr_schedule", "constant")),
+        warmup_fraction=float(opts.get("warmup_fraction", 0.15)),
+        l2=float(opts.get("l2", 0.0)),
+        progress=progress,
+    )
 
 
-def train_and_evaluate(model: ModelSpec, data, target_weights: np.ndarray, spec: RunSpec, *,
-                       desc: str, on_epoch_end=None, confusion: dict | None = None
-                       ) -> tuple[dict[str, Any], dict[str, float], Any]:
+def train_and_evaluate(
+    model: ModelSpec,
+    data,
+    target_weights: np.ndarray,
+    spec: RunSpec,
+    *,
+    desc: str,
+    on_epoch_end=None,
+    confusion: dict | None = None,
+) -> tuple[dict[str, Any], dict[str, float], Any]:
     """Trains on ``target_weights``; returns (metrics, timings, audit log-probs or None, see
     :func:`labeldp.training.audit_log_probs`). With a ``confusion`` dict, fills it with the test-set
     confusion matrices of the model at initialisation (``"init"``) and trained (``"test"``), 000 Figure 4."""
     x_train = to_float_images(data.x_train)
-    result = train_weighted(model, x_train=x_train, target_weights=target_weights,
-                            config=train_config(spec), seed=spec.seed, desc=desc,
-                            on_epoch_end=on_epoch_end)
+    result = train_weighted(
+        model,
+        x_train=x_train,
+        target_weights=target_weights,
+        config=train_config(spec),
+        seed=spec.seed,
+        desc=desc,
+        on_epoch_end=on_epoch_end,
+    )
     x_test = to_float_images(data.x_test)
     acc = accuracy_pct(model, result.params, x_test, data.y_test)
     if confusion is not None:
         k = int(data.num_classes)
         confusion["init"] = confusion_matrix(model, initial_params(model, spec.seed), x_test, data.y_test, k)
         confusion["test"] = confusion_matrix(model, result.params, x_test, data.y_test, k)
-    metrics = {"test_accuracy_pct": acc, "diverged": result.diverged or not np.isfinite(result.final_loss),
-               "final_train_loss": result.final_loss, "steps": result.steps}
-    timings = {"train_seconds": result.train_seconds, "seconds_per_epoch": result.seconds_per_epoch,
-               "sgd_forward": result.forward}  # which forward pass the gradient ran through
+    metrics = {
+        "test_accuracy_pct": acc,
+        "diverged": result.diverged or not np.isfinite(result.final_loss),
+        "final_train_loss": result.final_loss,
+        "steps": result.steps,
+    }
+    timings = {
+        "train_seconds": result.train_seconds,
+        "seconds_per_epoch": result.seconds_per_epoch,
+        "sgd_forward": result.forward,
+    }  # which forward pass the gradient ran through
     return metrics, timings, audit_log_probs(model, result.params, data)

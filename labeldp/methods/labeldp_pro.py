@@ -26,8 +26,15 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_s
 DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, user-level AltConv (labeldp.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
-_HULL_OPTIONS = ("projection_momentum", "projection_solver", "vertices", "coefficient_set", "projection_start",
-                 "projection_tol", "projection_algorithm")
+_HULL_OPTIONS = (
+    "projection_momentum",
+    "projection_solver",
+    "vertices",
+    "coefficient_set",
+    "projection_start",
+    "projection_tol",
+    "projection_algorithm",
+)
 _SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")  # honest selection (labeldp.selection)
 OPTIONS = ("denoiser", "amplification", "alt_batch_size", "clipping_formulation") + _HULL_OPTIONS + _SELECTION_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
@@ -40,8 +47,12 @@ _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, n
 #: Frank-Wolfe gap of 1e-3 C^2 (the largest squared vertex norm) with ``proj_steps`` as the cap. The paper's form (000
 #: Section 3.2, Appendix C) is ``{vertices: raw, projection_start: uniform, projection_tol: null}``
 #: (with ``projection_momentum: none`` for its plain PGD).
-HULL_DEFAULTS = {"vertices": "clipped", "coefficient_set": "joint", "projection_start": "predicted",
-                 "projection_tol": 1e-3}
+HULL_DEFAULTS = {
+    "vertices": "clipped",
+    "coefficient_set": "joint",
+    "projection_start": "predicted",
+    "projection_tol": 1e-3,
+}
 
 
 def projection_step_size(value) -> float | str:
@@ -81,14 +92,25 @@ def make_denoiser_for(spec: RunSpec):
         return denoisers.self_span(iters=int(hp["proj_steps"]))
     opt = {**HULL_DEFAULTS, **spec.options}
     tol = opt["projection_tol"]
-    paper_form = (opt["vertices"], opt["coefficient_set"], opt["projection_start"], tol) == \
-        ("raw", "joint", "uniform", None)
-    kw = {"steps": int(hp["proj_steps"]), "step_size": projection_step_size(hp["proj_step_size"]),
-          "smoothing": float(hp["smoothing"]), "solver": spec.options.get("projection_solver", "auto"),
-          "momentum": spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
-          "vertices": opt["vertices"], "clip_norm": float(hp["clip_norm"]), "coefficient_set": opt["coefficient_set"],
-          "start": opt["projection_start"], "tol": None if tol is None else float(tol),
-          "algorithm": spec.options.get("projection_algorithm", "fista")}
+    paper_form = (opt["vertices"], opt["coefficient_set"], opt["projection_start"], tol) == (
+        "raw",
+        "joint",
+        "uniform",
+        None,
+    )
+    kw = {
+        "steps": int(hp["proj_steps"]),
+        "step_size": projection_step_size(hp["proj_step_size"]),
+        "smoothing": float(hp["smoothing"]),
+        "solver": spec.options.get("projection_solver", "auto"),
+        "momentum": spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
+        "vertices": opt["vertices"],
+        "clip_norm": float(hp["clip_norm"]),
+        "coefficient_set": opt["coefficient_set"],
+        "start": opt["projection_start"],
+        "tol": None if tol is None else float(tol),
+        "algorithm": spec.options.get("projection_algorithm", "fista"),
+    }
     if name == "alt_conv":
         return denoisers.alt_conv(**kw)
     return denoisers.self_conv(**kw)

@@ -37,8 +37,9 @@ def run(data, spec: RunSpec) -> MethodResult:
         from labeldp.regression.pipeline import Randomized, run_label_randomizer
 
         def identity(labels, *, data, spec, rng):
-            return Randomized(noisy_labels=labels, privacy=NON_PRIVATE,
-                              details={"epsilon1": 0.0, "epsilon2": None, "mesh_size": None})
+            return Randomized(
+                noisy_labels=labels, privacy=NON_PRIVATE, details={"epsilon1": 0.0, "epsilon2": None, "mesh_size": None}
+            )
 
         return run_label_randomizer(data, spec, identity, name=NAME)
     model = build_model_for(data)

@@ -53,10 +53,17 @@ def account_run(spec: RunSpec, *, n: int, amplification: bool = True):
     Raises:
       ValueError: the batch is larger than the data, or the run has less than one step.
     """
-    return make_training_plan(target_epsilon=spec.epsilon, target_delta=spec.delta, n=n,
-                              expected_batch_size=int(spec.hparams["batch_size"]), epochs=int(spec.hparams["epochs"]),
-                              sampling=spec.sampling, amplification=amplification, accountant=spec.accountant,
-                              neighboring_relation=spec.calibration_relation)
+    return make_training_plan(
+        target_epsilon=spec.epsilon,
+        target_delta=spec.delta,
+        n=n,
+        expected_batch_size=int(spec.hparams["batch_size"]),
+        epochs=int(spec.hparams["epochs"]),
+        sampling=spec.sampling,
+        amplification=amplification,
+        accountant=spec.accountant,
+        neighboring_relation=spec.calibration_relation,
+    )
 
 
 def _projection_summary(diag: dict[str, list]) -> dict[str, Any]:
@@ -119,8 +126,14 @@ def training_arrays(data, spec: RunSpec) -> TrainingArrays:
     fit, val = validation_split(x_train.shape[0], float(fraction))
     eps_val = float(spec.options.get("validation_epsilon") or spec.epsilon)
     y_val_noisy = release_validation_labels(y_train[val], num_classes=int(data.num_classes), epsilon=eps_val)
-    return TrainingArrays(x_train=x_train[fit], y_train=y_train[fit], x_val=x_train[val], y_val_noisy=y_val_noisy,
-                          fraction=float(fraction), eps_val=eps_val)
+    return TrainingArrays(
+        x_train=x_train[fit],
+        y_train=y_train[fit],
+        x_val=x_train[val],
+        y_val_noisy=y_val_noisy,
+        fraction=float(fraction),
+        eps_val=eps_val,
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -165,7 +178,9 @@ def sgd_momentum(spec: RunSpec) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) < 1.0:
-        raise ValueError(f"option momentum must be a number in [0, 1) or absent, got {value!r} (variant {spec.variant!r})")
+        raise ValueError(
+            f"option momentum must be a number in [0, 1) or absent, got {value!r} (variant {spec.variant!r})"
+        )
     return float(value)
 
 
@@ -195,23 +210,45 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
     amplification = bool(spec.options.get("amplification", True))
     reasons = []
     if denoiser.breaks_amplification and amplification:
-        reasons.append(f"amplification by subsampling claimed for the {denoiser.name} denoiser, whose projection "
-                       "depends on which examples were sampled (000 Section 3.4): reference only, not private")
+        reasons.append(
+            f"amplification by subsampling claimed for the {denoiser.name} denoiser, whose projection "
+            "depends on which examples were sampled (000 Section 3.4): reference only, not private"
+        )
     run_plan = account_run(spec, n=n, amplification=amplification)
     model = build_model_for(data)
-    cfg = DPSGDConfig(clip_norm=clip, noise_multiplier=run_plan.noise_multiplier, expected_batch_size=n1,
-                      sampling=spec.sampling)
-    step = make_dpsgd_step(optimizer=optax.sgd(lr, momentum=sgd_momentum(spec)), config=cfg, model=model, denoiser=denoiser,
-                           formulation=str(spec.options.get("clipping_formulation", "auto")))
+    cfg = DPSGDConfig(
+        clip_norm=clip, noise_multiplier=run_plan.noise_multiplier, expected_batch_size=n1, sampling=spec.sampling
+    )
+    step = make_dpsgd_step(
+        optimizer=optax.sgd(lr, momentum=sgd_momentum(spec)),
+        config=cfg,
+        model=model,
+        denoiser=denoiser,
+        formulation=str(spec.options.get("clipping_formulation", "auto")),
+    )
     key, params = initial_params(model, seed=spec.seed)
     n2 = int(spec.options.get("alt_batch_size") or n1)
     projection_solver = denoiser.projection_solver(  # for the batch the denoiser projects onto
         rows=min(n2, n) if denoiser.uses_alt_batch else (cfg.padded_batch_size if spec.sampling == "poisson" else n1),
-        k=int(jax.eval_shape(model.logits, params, arrays.x_train[:1]).shape[-1]), params=params)
-    return PreparedRun(spec=spec, data=data, denoiser=denoiser, arrays=arrays, plan=run_plan, model=model, step=step,
-                       state=step.init(params), key=key, alt_batch_size=min(n2, n) if denoiser.uses_alt_batch else 0,
-                       n2=n2, projection_solver=projection_solver, amplification=amplification,
-                       reasons=tuple(reasons))
+        k=int(jax.eval_shape(model.logits, params, arrays.x_train[:1]).shape[-1]),
+        params=params,
+    )
+    return PreparedRun(
+        spec=spec,
+        data=data,
+        denoiser=denoiser,
+        arrays=arrays,
+        plan=run_plan,
+        model=model,
+        step=step,
+        state=step.init(params),
+        key=key,
+        alt_batch_size=min(n2, n) if denoiser.uses_alt_batch else 0,
+        n2=n2,
+        projection_solver=projection_solver,
+        amplification=amplification,
+        reasons=tuple(reasons),
+    )
 
 
 def finish_private_run(run: PreparedRun, loop: DPLoopResult) -> MethodResult:
@@ -228,26 +265,43 @@ def finish_private_run(run: PreparedRun, loop: DPLoopResult) -> MethodResult:
     }
     privacy = plan.privacy_outcome(
         mechanism=f"dpsgd ({'poisson' if spec.sampling == 'poisson' else 'shuffled'} batches, Gaussian noise, "
-                  f"denoiser {run.denoiser.name}{', no amplification' if not run.amplification else ''})",
-        reasons=run.reasons)
+        f"denoiser {run.denoiser.name}{', no amplification' if not run.amplification else ''})",
+        reasons=run.reasons,
+    )
     validation = {}
     if arrays.x_val is not None:
         predicted = np.argmax(predict_logits(model, state.params, arrays.x_val), axis=-1)
         metrics["validation_noisy_accuracy_pct"] = noisy_accuracy_pct(predicted, arrays.y_val_noisy)
         privacy = with_validation_release(privacy, epsilon=arrays.eps_val, fraction=arrays.fraction)
-        validation = {"validation_fraction": arrays.fraction, "validation_epsilon": arrays.eps_val, "n_fit": int(n),
-                      "n_validation": int(arrays.y_val_noisy.size)}
+        validation = {
+            "validation_fraction": arrays.fraction,
+            "validation_epsilon": arrays.eps_val,
+            "n_fit": int(n),
+            "n_validation": int(arrays.y_val_noisy.size),
+        }
     return MethodResult(
         metrics=metrics,
         privacy=privacy,
         audit_log_probs=audit_log_probs(model, state.params, data),
-        timings={"train_seconds": train_seconds, "seconds_per_epoch": train_seconds / max(steps / (n / n1), 1e-9),
-                 "seconds_per_step": train_seconds / steps, "accounting_seconds": plan.seconds},
-        details={"noise_multiplier": plan.noise_multiplier, "sampling_rate": plan.sampling_rate, "steps": steps,
-                 "denoiser": run.denoiser.name, "amplification_claimed": run.amplification,
-                 "alt_batch_size": run.n2 if run.denoiser.uses_alt_batch else None,
-                 "projection_solver": run.projection_solver, **run.step.describe(), **validation,
-                 **_projection_summary(loop.diagnostics), "training_curves": loop.curves()},
+        timings={
+            "train_seconds": train_seconds,
+            "seconds_per_epoch": train_seconds / max(steps / (n / n1), 1e-9),
+            "seconds_per_step": train_seconds / steps,
+            "accounting_seconds": plan.seconds,
+        },
+        details={
+            "noise_multiplier": plan.noise_multiplier,
+            "sampling_rate": plan.sampling_rate,
+            "steps": steps,
+            "denoiser": run.denoiser.name,
+            "amplification_claimed": run.amplification,
+            "alt_batch_size": run.n2 if run.denoiser.uses_alt_batch else None,
+            "projection_solver": run.projection_solver,
+            **run.step.describe(),
+            **validation,
+            **_projection_summary(loop.diagnostics),
+            "training_curves": loop.curves(),
+        },
     )
 
 
@@ -265,9 +319,17 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
     """
     run = prepare_private_run(data, spec, denoiser=denoiser)
     x_dev, y_dev = jnp.asarray(run.arrays.x_train), jnp.asarray(run.arrays.y_train)
-    loop = run_dp_loop(step=run.step, state=run.state, plan=run.plan, seed=spec.seed, key=run.key,
-                       gather=lambda idx: x_dev[idx], labels=y_dev, alt_batch_size=run.alt_batch_size,
-                       progress=lambda it, total: tqdm(it, total=total, desc=desc, leave=False, disable=None))
+    loop = run_dp_loop(
+        step=run.step,
+        state=run.state,
+        plan=run.plan,
+        seed=spec.seed,
+        key=run.key,
+        gather=lambda idx: x_dev[idx],
+        labels=y_dev,
+        alt_batch_size=run.alt_batch_size,
+        progress=lambda it, total: tqdm(it, total=total, desc=desc, leave=False, disable=None),
+    )
     return finish_private_run(run, loop)
 
 
@@ -281,11 +343,23 @@ def vmap_group_key(spec: RunSpec, *, denoiser) -> str:
     same data, method, variant, options, eps, relation, denoiser and every hyper-parameter but
     :data:`VMAPPED_HPARAMS` (so the same model, batch shape and number of steps)."""
     shared = {k: v for k, v in spec.hparams.items() if k not in VMAPPED_HPARAMS}
-    return json.dumps({"dataset": spec.dataset, "method": spec.method, "variant": spec.variant,
-                       "options": spec.options, "epsilon": spec.epsilon, "delta": spec.delta,
-                       "sampling": spec.sampling, "accountant": spec.accountant,
-                       "relation": spec.calibration_relation, "hparams": shared, "denoiser": repr(denoiser)},
-                      sort_keys=True, default=str)
+    return json.dumps(
+        {
+            "dataset": spec.dataset,
+            "method": spec.method,
+            "variant": spec.variant,
+            "options": spec.options,
+            "epsilon": spec.epsilon,
+            "delta": spec.delta,
+            "sampling": spec.sampling,
+            "accountant": spec.accountant,
+            "relation": spec.calibration_relation,
+            "hparams": shared,
+            "denoiser": repr(denoiser),
+        },
+        sort_keys=True,
+        default=str,
+    )
 
 
 def train_private_vmapped(data, specs: Sequence[RunSpec], *, denoisers: Sequence[Any]) -> list[MethodResult]:
@@ -301,33 +375,57 @@ def train_private_vmapped(data, specs: Sequence[RunSpec], *, denoisers: Sequence
       ValueError: the specs do not share one group key, or the denoiser cannot run in-jit.
     """
     if len({vmap_group_key(s, denoiser=d) for s, d in zip(specs, denoisers)}) != 1:
-        raise ValueError("train_private_vmapped needs runs of one vmap group (labeldp.methods.private_training."
-                         "vmap_group_key)")
+        raise ValueError(
+            "train_private_vmapped needs runs of one vmap group (labeldp.methods.private_training.vmap_group_key)"
+        )
     arrays = training_arrays(data, specs[0])
     prepared = [prepare_private_run(data, s, denoiser=d, arrays=arrays) for s, d in zip(specs, denoisers)]
     first = prepared[0]
-    template = make_dpsgd_step(optimizer=optax.inject_hyperparams(optax.sgd)(learning_rate=1.0,
-                                                                            momentum=sgd_momentum(first.spec)),
-                               config=first.step.config, model=first.model, denoiser=first.denoiser,
-                               formulation=str(first.spec.options.get("clipping_formulation", "auto")))
+    template = make_dpsgd_step(
+        optimizer=optax.inject_hyperparams(optax.sgd)(learning_rate=1.0, momentum=sgd_momentum(first.spec)),
+        config=first.step.config,
+        model=first.model,
+        denoiser=first.denoiser,
+        formulation=str(first.spec.options.get("clipping_formulation", "auto")),
+    )
     if template.denoiser.host_loop(first.state.params):
-        raise ValueError(f"the {first.denoiser.name} denoiser runs a Python-driven loop on this backend; "
-                         "its runs cannot be vmapped (train them one by one)")
+        raise ValueError(
+            f"the {first.denoiser.name} denoiser runs a Python-driven loop on this backend; "
+            "its runs cannot be vmapped (train them one by one)"
+        )
     runs = []
     for p in prepared:
         state = template.init(p.state.params)
         lr = jnp.asarray(float(p.spec.hparams["learning_rate"]), jnp.float32)
-        state = state._replace(opt_state=state.opt_state._replace(
-            hyperparams={**state.opt_state.hyperparams, "learning_rate": lr}))
-        hyper = StepHyper(clip_norm=jnp.asarray(p.step.config.clip_norm, jnp.float32),
-                          noise_multiplier=jnp.asarray(p.step.config.noise_multiplier, jnp.float32))
+        state = state._replace(
+            opt_state=state.opt_state._replace(hyperparams={**state.opt_state.hyperparams, "learning_rate": lr})
+        )
+        hyper = StepHyper(
+            clip_norm=jnp.asarray(p.step.config.clip_norm, jnp.float32),
+            noise_multiplier=jnp.asarray(p.step.config.noise_multiplier, jnp.float32),
+        )
         runs.append(VmappedRun(state=state, plan=p.plan, seed=p.spec.seed, key=p.key, hyper=hyper))
     x_dev, y_dev = jnp.asarray(arrays.x_train), jnp.asarray(arrays.y_train)
     try:
-        loops = run_dp_loops_vmapped(template=template, runs=runs, gather=lambda idx: x_dev[idx], labels=y_dev,
-                                     alt_batch_size=first.alt_batch_size)
+        loops = run_dp_loops_vmapped(
+            template=template,
+            runs=runs,
+            gather=lambda idx: x_dev[idx],
+            labels=y_dev,
+            alt_batch_size=first.alt_batch_size,
+        )
     except BatchTooLong:
-        loops = [run_dp_loop(step=p.step, state=p.state, plan=p.plan, seed=p.spec.seed, key=p.key,
-                             gather=lambda idx: x_dev[idx], labels=y_dev, alt_batch_size=p.alt_batch_size)
-                 for p in prepared]
+        loops = [
+            run_dp_loop(
+                step=p.step,
+                state=p.state,
+                plan=p.plan,
+                seed=p.spec.seed,
+                key=p.key,
+                gather=lambda idx: x_dev[idx],
+                labels=y_dev,
+                alt_batch_size=p.alt_batch_size,
+            )
+            for p in prepared
+        ]
     return [finish_private_run(p, loop) for p, loop in zip(prepared, loops)]

@@ -53,8 +53,10 @@ def model_for(dataset: str) -> RegressionModelConfig:
     try:
         return MODEL_FOR_DATASET[dataset]
     except KeyError:
-        raise ValueError(f"no regression model for dataset {dataset!r}; add one to "
-                         f"labeldp/regression/model.py MODEL_FOR_DATASET (known: {sorted(MODEL_FOR_DATASET)})") from None
+        raise ValueError(
+            f"no regression model for dataset {dataset!r}; add one to "
+            f"labeldp/regression/model.py MODEL_FOR_DATASET (known: {sorted(MODEL_FOR_DATASET)})"
+        ) from None
 
 
 class TabularMLP(nn.Module):

@@ -87,15 +87,25 @@ def example_record(*, epsilon: float, num_outputs: int) -> dict[str, Any]:
     }
     metrics["rr_on_bins_loss_ratio"] = metrics["rr_on_bins_bayes_loss"] / metrics["true_bayes_loss"]
     details = {
-        "table1": TABLE1.tolist(), "labels": LABELS.tolist(), "prior": prior.tolist(),
+        "table1": TABLE1.tolist(),
+        "labels": LABELS.tolist(),
+        "prior": prior.tolist(),
         "optimal_unbiased": {"outputs": o[used].tolist(), "matrix": m[:, used].tolist()},
-        "rr_on_bins": {"outputs": bo.tolist(), "label_to_output": [int(v) for v in bins.label_to_output],
-                       "matrix": bm.tolist()},
+        "rr_on_bins": {
+            "outputs": bo.tolist(),
+            "label_to_output": [int(v) for v in bins.label_to_output],
+            "matrix": bm.tolist(),
+        },
         "bayes_predictor": {"true": true_pred.tolist(), "rr_on_bins": bins_pred.tolist()},
     }
-    privacy = {"epsilon": float(epsilon), "delta": 0.0, "valid": True, "neighboring_relation": "label_substitution",
-               "epsilon_by_relation": {"label_substitution": float(epsilon)},
-               "mechanism": "003 Algorithm 1 (optimal unbiased randomizer) and RR-on-Bins, each eps-label-DP"}
+    privacy = {
+        "epsilon": float(epsilon),
+        "delta": 0.0,
+        "valid": True,
+        "neighboring_relation": "label_substitution",
+        "epsilon_by_relation": {"label_substitution": float(epsilon)},
+        "mechanism": "003 Algorithm 1 (optimal unbiased randomizer) and RR-on-Bins, each eps-label-DP",
+    }
     return {"metrics": metrics, "details": details, "privacy": privacy, "timings": {"lp_seconds": lp_seconds}}
 
 
@@ -125,31 +135,42 @@ def render_figure2(record: Mapping[str, Any], *, out_dir: Path, name: str) -> li
     out_dir.mkdir(parents=True, exist_ok=True)
     png, pdf = out_dir / f"{name}.png", out_dir / f"{name}.pdf"
     save_figure(fig, png, pdf)
-    rows = ["label,output,probability"] + [f"{y:g},{o:.6g},{mat[j, i]:.6g}" for j, y in enumerate(d["labels"])
-                                          for i, o in enumerate(outs)]
+    rows = ["label,output,probability"] + [
+        f"{y:g},{o:.6g},{mat[j, i]:.6g}" for j, y in enumerate(d["labels"]) for i, o in enumerate(outs)
+    ]
     csv = out_dir / f"{name}.csv"
     write_text_atomic(csv, "\n".join(rows) + "\n")
     md = out_dir / f"{name}.md"
     g = (record.get("environment") or {}).get("git") or {}
     git = f"{str(g.get('commit', '?'))[:12]}{'+dirty' if g.get('dirty') else ''}"
-    write_text_atomic(md, "\n".join([
-        f"# {name}: 003 Figure 2, the optimal unbiased randomizer of the example prior (eps = {eps:g})", "",
-        f"- built from the record `{record['record_path']}` (git {git}); exact: no data, no training",
-        f"- prior (003 Table 1's label marginal): {', '.join(f'P({y:g}) = {p:.2f}' for y, p in zip(d['labels'], d['prior']))}",
-        f"- optimal unbiased randomizer (003 Algorithm 1, HiGHS, {record['config']['num_outputs']} grid outputs): "
-        f"{mt['optimal_unbiased_outputs_used']} outputs used (Theorem 6: at most 6), "
-        f"{mt['optimal_unbiased_outputs_inside_label_range']} inside [0, 2] (the paper: none); max |bias| "
-        f"{mt['optimal_unbiased_max_bias']:.1e}; noisy-label MSE {mt['optimal_unbiased_noisy_label_mse']:.4g}",
-        f"- RR-on-Bins at eps {eps:g} (003 Section 3): Phi(0) = {d['rr_on_bins']['outputs'][0]:.3f}, "
-        f"Phi(1) = Phi(2) = {d['rr_on_bins']['outputs'][1]:.3f} (paper: 0.396, 0.720); Bayes predictor on its noisy "
-        f"labels f(a) = {d['bayes_predictor']['rr_on_bins'][0]:.3f}, f(b) = {d['bayes_predictor']['rr_on_bins'][1]:.3f} "
-        f"(paper: 0.542, 0.558; true 0.4, 0.7); squared-loss ratio {mt['rr_on_bins_loss_ratio']:.4f} "
-        f"(paper: 2.726 / 2.625 = {2.726 / 2.625:.4f})", "",
-        "| output | " + " | ".join(f"Pr[M({y:g}) = output]" for y in d["labels"]) + " |",
-        "|---|" + "---|" * len(d["labels"]),
-        *(f"| {o:.4f} | " + " | ".join(f"{mat[j, i]:.4f}" for j in range(len(d["labels"]))) + " |"
-          for i, o in enumerate(outs)),
-    ]) + "\n")
+    write_text_atomic(
+        md,
+        "\n".join(
+            [
+                f"# {name}: 003 Figure 2, the optimal unbiased randomizer of the example prior (eps = {eps:g})",
+                "",
+                f"- built from the record `{record['record_path']}` (git {git}); exact: no data, no training",
+                f"- prior (003 Table 1's label marginal): {', '.join(f'P({y:g}) = {p:.2f}' for y, p in zip(d['labels'], d['prior']))}",
+                f"- optimal unbiased randomizer (003 Algorithm 1, HiGHS, {record['config']['num_outputs']} grid outputs): "
+                f"{mt['optimal_unbiased_outputs_used']} outputs used (Theorem 6: at most 6), "
+                f"{mt['optimal_unbiased_outputs_inside_label_range']} inside [0, 2] (the paper: none); max |bias| "
+                f"{mt['optimal_unbiased_max_bias']:.1e}; noisy-label MSE {mt['optimal_unbiased_noisy_label_mse']:.4g}",
+                f"- RR-on-Bins at eps {eps:g} (003 Section 3): Phi(0) = {d['rr_on_bins']['outputs'][0]:.3f}, "
+                f"Phi(1) = Phi(2) = {d['rr_on_bins']['outputs'][1]:.3f} (paper: 0.396, 0.720); Bayes predictor on its noisy "
+                f"labels f(a) = {d['bayes_predictor']['rr_on_bins'][0]:.3f}, f(b) = {d['bayes_predictor']['rr_on_bins'][1]:.3f} "
+                f"(paper: 0.542, 0.558; true 0.4, 0.7); squared-loss ratio {mt['rr_on_bins_loss_ratio']:.4f} "
+                f"(paper: 2.726 / 2.625 = {2.726 / 2.625:.4f})",
+                "",
+                "| output | " + " | ".join(f"Pr[M({y:g}) = output]" for y in d["labels"]) + " |",
+                "|---|" + "---|" * len(d["labels"]),
+                *(
+                    f"| {o:.4f} | " + " | ".join(f"{mat[j, i]:.4f}" for j in range(len(d["labels"]))) + " |"
+                    for i, o in enumerate(outs)
+                ),
+            ]
+        )
+        + "\n",
+    )
     plt.close(fig)
     return [md, csv, png, pdf]
 
@@ -167,10 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     f.add_argument("--name", default="unbiased_figure2")
     a = p.parse_args(argv)
     if a.cmd == "record":
-        rec = {"schema_version": 1, "kind": "paper_example", "example": "003 Table 1 / Figure 2",
-               "config": {"epsilon": a.epsilon, "num_outputs": a.num_outputs},
-               **example_record(epsilon=a.epsilon, num_outputs=a.num_outputs),
-               "environment": records.environment(), "created": records.now_utc()}
+        rec = {
+            "schema_version": 1,
+            "kind": "paper_example",
+            "example": "003 Table 1 / Figure 2",
+            "config": {"epsilon": a.epsilon, "num_outputs": a.num_outputs},
+            **example_record(epsilon=a.epsilon, num_outputs=a.num_outputs),
+            "environment": records.environment(),
+            "created": records.now_utc(),
+        }
         records.write_json_atomic(a.out, rec)
         return 0
     rec = json.loads(Path(a.record).read_text())

@@ -29,8 +29,14 @@ import numpy as np
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
 from labeldp.selection import VALIDATION_SEED, validation_split  # noqa: F401 (re-exported)
 
-__all__ = ["Randomized", "run_label_randomizer", "validation_split", "joint_histogram", "VALIDATION_SEED",
-           "prior_epsilon"]
+__all__ = [
+    "Randomized",
+    "run_label_randomizer",
+    "validation_split",
+    "joint_histogram",
+    "VALIDATION_SEED",
+    "prior_epsilon",
+]
 
 JOINT_BINS = (26, 40)
 # 003 Section 4: eps1 for the private prior, by data set (0.017 Criteo Search, 0.002 Census);
@@ -58,11 +64,15 @@ def prior_epsilon(data, spec: RunSpec) -> float:
     """eps1 of the private prior for this run, checked against the total eps (eps1 < eps)."""
     eps1 = float(spec.options.get("prior_epsilon", PRIOR_EPSILON.get(data.name, 0.0)))
     if not eps1 > 0:
-        raise ValueError(f"no prior budget eps1 for dataset {data.name!r}: add it to PRIOR_EPSILON in "
-                         "labeldp/regression/pipeline.py or set the variant option prior_epsilon")
+        raise ValueError(
+            f"no prior budget eps1 for dataset {data.name!r}: add it to PRIOR_EPSILON in "
+            "labeldp/regression/pipeline.py or set the variant option prior_epsilon"
+        )
     if eps1 >= spec.epsilon:
-        raise ValueError(f"the prior budget eps1 = {eps1} is not below the run's eps = {spec.epsilon}: nothing is "
-                         "left for the randomizer (eps2 = eps - eps1 <= 0); lower prior_epsilon or raise eps")
+        raise ValueError(
+            f"the prior budget eps1 = {eps1} is not below the run's eps = {spec.epsilon}: nothing is "
+            "left for the randomizer (eps2 = eps - eps1 <= 0); lower prior_epsilon or raise eps"
+        )
     return eps1
 
 
@@ -104,8 +114,12 @@ def run_label_randomizer(data, spec: RunSpec, randomize: Callable[..., Randomize
     if spec.private and not spec.epsilon > 0:
         raise ValueError(f"{name}: eps must be > 0, got {spec.epsilon}")
     hp = spec.hparams
-    config = RegressionTrainConfig(learning_rate=float(hp["learning_rate"]), epochs=int(hp["epochs"]),
-                                   batch_size=int(hp["batch_size"]), l2=float(hp.get("l2", 1e-4)))
+    config = RegressionTrainConfig(
+        learning_rate=float(hp["learning_rate"]),
+        epochs=int(hp["epochs"]),
+        batch_size=int(hp["batch_size"]),
+        l2=float(hp.get("l2", 1e-4)),
+    )
     arch = model_for(data.name)
     fraction = float(spec.options.get("validation_fraction", 0.1))
     fit, val = validation_split(data.y_train.shape[0], fraction)
@@ -116,13 +130,20 @@ def run_label_randomizer(data, spec: RunSpec, randomize: Callable[..., Randomize
     randomize_seconds = time.perf_counter() - t0
     noisy = np.asarray(out.noisy_labels, dtype=float)
     if noisy.shape != data.y_train.shape or not np.all(np.isfinite(noisy)):
-        raise RuntimeError(f"{name}: the randomizer returned {noisy.shape} labels (finite: "
-                           f"{bool(np.all(np.isfinite(noisy)))}) for {data.y_train.shape} training labels")
+        raise RuntimeError(
+            f"{name}: the randomizer returned {noisy.shape} labels (finite: "
+            f"{bool(np.all(np.isfinite(noisy)))}) for {data.y_train.shape} training labels"
+        )
 
-    model = TabularMLP(hidden=arch.hidden, vocab_sizes=tuple(data.cat_vocab_sizes), embedding_dim=arch.embedding_dim,
-                       output_bias=float(np.mean(noisy[fit])))
-    res = train_regression(model, x_num=data.x_num_train[fit], x_cat=data.x_cat_train[fit], y=noisy[fit],
-                           config=config, seed=spec.seed)
+    model = TabularMLP(
+        hidden=arch.hidden,
+        vocab_sizes=tuple(data.cat_vocab_sizes),
+        embedding_dim=arch.embedding_dim,
+        output_bias=float(np.mean(noisy[fit])),
+    )
+    res = train_regression(
+        model, x_num=data.x_num_train[fit], x_cat=data.x_cat_train[fit], y=noisy[fit], config=config, seed=spec.seed
+    )
     pred_test = predict(model, res.params, data.x_num_test, data.x_cat_test)
     pred_val = predict(model, res.params, data.x_num_train[val], data.x_cat_train[val])
     test_mse = float(np.mean((pred_test - data.y_test) ** 2))
@@ -135,10 +156,19 @@ def run_label_randomizer(data, spec: RunSpec, randomize: Callable[..., Randomize
         "final_train_loss": res.final_loss,
         "steps": res.steps,
     }
-    details = {**dict(out.details), "model": arch.to_dict(), "validation_fraction": fraction,
-               "n_fit": int(fit.size), "n_validation": int(val.size),
-               "joint_histogram": joint_histogram(data.y_train, noisy, lower=data.label_lower, upper=data.label_upper),
-               "dataset_standin": data.is_standin, "dataset_note": data.metadata.get("standin_note")}
-    timings = {"randomizer_seconds": randomize_seconds, "train_seconds": res.train_seconds,
-               "seconds_per_epoch": res.train_seconds / max(int(hp["epochs"]), 1)}
+    details = {
+        **dict(out.details),
+        "model": arch.to_dict(),
+        "validation_fraction": fraction,
+        "n_fit": int(fit.size),
+        "n_validation": int(val.size),
+        "joint_histogram": joint_histogram(data.y_train, noisy, lower=data.label_lower, upper=data.label_upper),
+        "dataset_standin": data.is_standin,
+        "dataset_note": data.metadata.get("standin_note"),
+    }
+    timings = {
+        "randomizer_seconds": randomize_seconds,
+        "train_seconds": res.train_seconds,
+        "seconds_per_epoch": res.train_seconds / max(int(hp["epochs"]), 1),
+    }
     return MethodResult(metrics=metrics, privacy=out.privacy, timings=timings, details=details)

@@ -28,8 +28,14 @@ __all__ = ["additive", "rr_on_bins_randomizer", "optimal_unbiased_randomizer_fn"
 
 def pure_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
     """The record of a randomizer applied once per label: (eps, 0)-label-DP, no accountant."""
-    return PrivacyOutcome(epsilon=float(epsilon), delta=0.0, valid=True, mechanism=mechanism, accounting=None,
-                          neighboring_relation="label_substitution")
+    return PrivacyOutcome(
+        epsilon=float(epsilon),
+        delta=0.0,
+        valid=True,
+        mechanism=mechanism,
+        accounting=None,
+        neighboring_relation="label_substitution",
+    )
 
 
 def additive(kind: str, *, clip: bool):
@@ -40,12 +46,25 @@ def additive(kind: str, *, clip: bool):
 
     def randomize(labels, *, data, spec: RunSpec, rng) -> Randomized:
         discrete = data.label_integer
-        noisy = mech(labels, epsilon=float(spec.epsilon), lower=data.label_lower, upper=data.label_upper,
-                     discrete=discrete, clip=clip, rng=rng)
+        noisy = mech(
+            labels,
+            epsilon=float(spec.epsilon),
+            lower=data.label_lower,
+            upper=data.label_upper,
+            discrete=discrete,
+            clip=clip,
+            rng=rng,
+        )
         name = f"{kind}{'_discrete' if discrete else '_continuous'}{'_clipped' if clip else ''}"
-        details = {"epsilon1": 0.0, "epsilon2": float(spec.epsilon), "mesh_size": None,
-                   "noise": "discrete" if discrete else "continuous", "clipped": clip,
-                   "sensitivity": data.label_upper - data.label_lower, "unbiased": not clip}
+        details = {
+            "epsilon1": 0.0,
+            "epsilon2": float(spec.epsilon),
+            "mesh_size": None,
+            "noise": "discrete" if discrete else "continuous",
+            "clipped": clip,
+            "sensitivity": data.label_upper - data.label_lower,
+            "unbiased": not clip,
+        }
         return Randomized(noisy_labels=noisy, privacy=pure_dp(spec.epsilon, name), details=details)
 
     return randomize
@@ -75,12 +94,19 @@ def _prior_and_randomizer(labels, *, data, spec: RunSpec, rng, build, name: str,
     ratio = mech.epsilon_dp_ratio()
     if not ratio <= np.exp(eps2) * (1 + 1e-9):
         raise RuntimeError(f"{name}: the built randomizer's DP ratio {ratio} exceeds e^eps2 = {np.exp(eps2)}")
-    details = {"epsilon1": eps1, "epsilon2": eps2, "mesh_size": mesh_size, "num_labels": int(support.size),
-               "num_outputs": int(mech.outputs.size), "randomizer_build_seconds": build_seconds,
-               "lp_solve_seconds": build_seconds if mesh_size is not None else None,
-               "expected_noisy_label_mse_under_prior": float(mech.noisy_label_loss()),
-               "dp_ratio_log": float(np.log(ratio)) if ratio > 0 else None,
-               "unbiased": bool(mech.is_unbiased(1e-6)), "labels_rounded_to_support": rounded}
+    details = {
+        "epsilon1": eps1,
+        "epsilon2": eps2,
+        "mesh_size": mesh_size,
+        "num_labels": int(support.size),
+        "num_outputs": int(mech.outputs.size),
+        "randomizer_build_seconds": build_seconds,
+        "lp_solve_seconds": build_seconds if mesh_size is not None else None,
+        "expected_noisy_label_mse_under_prior": float(mech.noisy_label_loss()),
+        "dp_ratio_log": float(np.log(ratio)) if ratio > 0 else None,
+        "unbiased": bool(mech.is_unbiased(1e-6)),
+        "labels_rounded_to_support": rounded,
+    }
     privacy = pure_dp(spec.epsilon, f"laplace_histogram_prior(eps1={eps1:g}) + {name}(eps2={eps2:g})")
     return Randomized(noisy_labels=noisy, privacy=privacy, details=details)
 
@@ -89,8 +115,14 @@ def rr_on_bins_randomizer(labels, *, data, spec: RunSpec, rng) -> Randomized:
     """RR-on-Bins with the optimal bins for the private prior ([GKK+23]; 003's baseline)."""
     from labeldp.mechanisms.regression import rr_on_bins
 
-    return _prior_and_randomizer(labels, data=data, spec=spec, rng=rng, name="rr_on_bins",
-                                 build=lambda sup, prior, eps2: rr_on_bins(sup, prior, epsilon=eps2))
+    return _prior_and_randomizer(
+        labels,
+        data=data,
+        spec=spec,
+        rng=rng,
+        name="rr_on_bins",
+        build=lambda sup, prior, eps2: rr_on_bins(sup, prior, epsilon=eps2),
+    )
 
 
 def optimal_unbiased_randomizer_fn(labels, *, data, spec: RunSpec, rng) -> Randomized:
@@ -103,5 +135,11 @@ def optimal_unbiased_randomizer_fn(labels, *, data, spec: RunSpec, rng) -> Rando
     if mesh < 2:
         raise ValueError(f"mesh_size must be >= 2 (003 Algorithm 2 needs both ends of the output grid), got {mesh}")
     return _prior_and_randomizer(
-        labels, data=data, spec=spec, rng=rng, name="optimal_unbiased", mesh_size=mesh,
-        build=lambda sup, prior, eps2: optimal_unbiased_randomizer(sup, prior, epsilon=eps2, num_outputs=mesh))
+        labels,
+        data=data,
+        spec=spec,
+        rng=rng,
+        name="optimal_unbiased",
+        mesh_size=mesh,
+        build=lambda sup, prior, eps2: optimal_unbiased_randomizer(sup, prior, epsilon=eps2, num_outputs=mesh),
+    )

@@ -43,7 +43,9 @@ class RegressionTrainConfig:
 
     def __post_init__(self):
         if not (self.learning_rate > 0 and self.epochs >= 1 and self.batch_size >= 1 and self.l2 >= 0):
-            raise ValueError(f"invalid training config {self}: learning_rate > 0, epochs >= 1, batch_size >= 1, l2 >= 0")
+            raise ValueError(
+                f"invalid training config {self}: learning_rate > 0, epochs >= 1, batch_size >= 1, l2 >= 0"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +67,9 @@ def _l2_penalty(params) -> jax.Array:
     return total
 
 
-def train_regression(model: TabularMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray,
-                     config: RegressionTrainConfig, seed: int) -> TrainResult:
+def train_regression(
+    model: TabularMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, config: RegressionTrainConfig, seed: int
+) -> TrainResult:
     """Minimises the mean squared error to ``y`` plus the l2 penalty with RMSProp.
 
     Args:
@@ -91,7 +94,7 @@ def train_regression(model: TabularMLP, *, x_num: np.ndarray, x_cat: np.ndarray,
 
     def loss_fn(p, xn, xc, t, mask):
         err = model.apply(p, xn, xc) - t
-        mse = jnp.sum(mask * err ** 2) / jnp.maximum(jnp.sum(mask), 1.0)
+        mse = jnp.sum(mask * err**2) / jnp.maximum(jnp.sum(mask), 1.0)
         return mse + config.l2 * _l2_penalty(p), mse
 
     @jax.jit
@@ -112,22 +115,26 @@ def train_regression(model: TabularMLP, *, x_num: np.ndarray, x_cat: np.ndarray,
         mask_all = np.concatenate([np.ones(n, np.float32), np.zeros(pad, np.float32)])
         losses = []
         for b in range(steps_per_epoch):
-            sl = idx[b * bs:(b + 1) * bs]
-            params, opt_state, mse = step(params, opt_state, x_num[sl], x_cat[sl], y32[sl],
-                                          mask_all[b * bs:(b + 1) * bs])
+            sl = idx[b * bs : (b + 1) * bs]
+            params, opt_state, mse = step(
+                params, opt_state, x_num[sl], x_cat[sl], y32[sl], mask_all[b * bs : (b + 1) * bs]
+            )
             losses.append(mse)
             steps += 1
         last = float(np.mean(jax.device_get(losses)))
         if not np.isfinite(last):
             diverged = True
             break
-    return TrainResult(params=params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0,
-                       diverged=diverged)
+    return TrainResult(
+        params=params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0, diverged=diverged
+    )
 
 
 def predict(model: TabularMLP, params, x_num: np.ndarray, x_cat: np.ndarray, *, batch_size: int = 8192) -> np.ndarray:
     """Predictions for every row, in batches."""
     fn = jax.jit(model.apply)
-    out = [np.asarray(fn(params, x_num[i:i + batch_size], x_cat[i:i + batch_size]))
-           for i in range(0, x_num.shape[0], batch_size)]
+    out = [
+        np.asarray(fn(params, x_num[i : i + batch_size], x_cat[i : i + batch_size]))
+        for i in range(0, x_num.shape[0], batch_size)
+    ]
     return np.concatenate(out) if out else np.zeros((0,), np.float32)

@@ -35,24 +35,56 @@ def build_panels(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]
     panels, init = [], None
     for eps in (float(e) for e in src["epsilons"]):
         cell = res.cells.get((col.id, eps))
-        runs = sorted((r for r in cell_runs(config, table, col, eps)
-                       if cell is not None and cell.best_hparams is not None
-                       and dict(r.spec.hparams) == dict(cell.best_hparams) and os.path.exists(r.record_path)),
-                      key=lambda r: r.spec.seed)
+        runs = sorted(
+            (
+                r
+                for r in cell_runs(config, table, col, eps)
+                if cell is not None
+                and cell.best_hparams is not None
+                and dict(r.spec.hparams) == dict(cell.best_hparams)
+                and os.path.exists(r.record_path)
+            ),
+            key=lambda r: r.spec.seed,
+        )
         rec = records.read_record(runs[0].record_path) if runs else None
         details = (rec or {}).get("details") or {}
         if rec is None or "confusion_matrix" not in details:
-            why = "no record of the cell's configuration" if rec is None else "its record predates the confusion matrices"
-            panels.append({"title": f"{col.label}, eps = {eps:g}", "status": "not run", "reason": why, "matrix": None,
-                           "accuracy_pct": None, "seed": None, "hparams": ""})
+            why = (
+                "no record of the cell's configuration" if rec is None else "its record predates the confusion matrices"
+            )
+            panels.append(
+                {
+                    "title": f"{col.label}, eps = {eps:g}",
+                    "status": "not run",
+                    "reason": why,
+                    "matrix": None,
+                    "accuracy_pct": None,
+                    "seed": None,
+                    "hparams": "",
+                }
+            )
             continue
         hp = " ".join(f"{k}={v}" for k, v in sorted(cell.best_hparams.items()))
         seed = runs[0].spec.seed
         if init is None:
-            init = {"title": "initialisation", "status": "ok", "reason": "", "matrix": details["confusion_matrix_init"],
-                    "seed": seed, "hparams": hp}
-        panels.append({"title": f"{col.label}, eps = {eps:g}", "status": "ok", "reason": "",
-                       "matrix": details["confusion_matrix"], "seed": seed, "hparams": hp})
+            init = {
+                "title": "initialisation",
+                "status": "ok",
+                "reason": "",
+                "matrix": details["confusion_matrix_init"],
+                "seed": seed,
+                "hparams": hp,
+            }
+        panels.append(
+            {
+                "title": f"{col.label}, eps = {eps:g}",
+                "status": "ok",
+                "reason": "",
+                "matrix": details["confusion_matrix"],
+                "seed": seed,
+                "hparams": hp,
+            }
+        )
     for p in ([init] if init else []) + panels:
         if p["matrix"] is not None:
             m = np.asarray(p["matrix"])
@@ -64,33 +96,61 @@ def _rows(figure: str, panels) -> list[dict[str, Any]]:
     out = []
     for p in panels:
         if p["matrix"] is None:
-            out.append({"figure": figure, "panel": p["title"], "status": p["status"], "reason": p["reason"],
-                        "true": None, "predicted": None, "count": None, "seed": None})
+            out.append(
+                {
+                    "figure": figure,
+                    "panel": p["title"],
+                    "status": p["status"],
+                    "reason": p["reason"],
+                    "true": None,
+                    "predicted": None,
+                    "count": None,
+                    "seed": None,
+                }
+            )
             continue
         for t, row in enumerate(p["matrix"]):
             for q, n in enumerate(row):
-                out.append({"figure": figure, "panel": p["title"], "status": "ok", "reason": "", "true": t,
-                            "predicted": q, "count": int(n), "seed": p["seed"]})
+                out.append(
+                    {
+                        "figure": figure,
+                        "panel": p["title"],
+                        "status": "ok",
+                        "reason": "",
+                        "true": t,
+                        "predicted": q,
+                        "count": int(n),
+                        "seed": p["seed"],
+                    }
+                )
     return out
 
 
 def _markdown(config, figure: str, panels) -> str:
     fcfg = config["tables"][figure]
     src = fcfg["confusion_source"]
-    out = [f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})", "",
-           f"From the records of `{src['table']}` (column `{src['column']}`): per eps, the cell's reported "
-           "configuration, its lowest seed with a record; rows are true classes, columns predictions (test set).", ""]
+    out = [
+        f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})",
+        "",
+        f"From the records of `{src['table']}` (column `{src['column']}`): per eps, the cell's reported "
+        "configuration, its lowest seed with a record; rows are true classes, columns predictions (test set).",
+        "",
+    ]
     for p in panels:
         if p["status"] != "ok":
             out += [f"## {p['title']}", "", f"not run: {p['reason']}", ""]
             continue
         m = np.asarray(p["matrix"])
         top = np.argsort(-m.sum(axis=0), kind="stable")[:3]
-        out += [f"## {p['title']} (seed {p['seed']}; accuracy {p['accuracy_pct']:.1f}%)", "",
-                f"configuration: {p['hparams']}; most predicted classes: "
-                + ", ".join(f"{int(c)} ({int(m[:, c].sum())})" for c in top), "",
-                "| true \\ predicted | " + " | ".join(str(i) for i in range(m.shape[1])) + " |",
-                "|---|" + "---|" * m.shape[1]]
+        out += [
+            f"## {p['title']} (seed {p['seed']}; accuracy {p['accuracy_pct']:.1f}%)",
+            "",
+            f"configuration: {p['hparams']}; most predicted classes: "
+            + ", ".join(f"{int(c)} ({int(m[:, c].sum())})" for c in top),
+            "",
+            "| true \\ predicted | " + " | ".join(str(i) for i in range(m.shape[1])) + " |",
+            "|---|" + "---|" * m.shape[1],
+        ]
         out += [f"| {t} | " + " | ".join(str(int(v)) for v in row) + " |" for t, row in enumerate(m)]
         out.append("")
     standin = config["tables"][src["table"]]["dataset"]

@@ -38,31 +38,51 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
                 ran = [(cell.mean, cid) for cell, cid in cells if cell.status == "ok" and cell.mean is not None]
                 papers = [cell.paper for cell, _ in cells if cell.paper is not None]
                 best = pick(ran) if ran else None
-                out.append({
-                    "figure": figure, "panel": p_i, "panel_title": panel["title"], "source_table": panel["table"],
-                    "series": series["label"], "epsilon": e, "metric": metric,
-                    "status": "ok" if best else "not run",
-                    "reason": "" if best else f"no cell of {series['ref_method']} in {panel['table']} at eps {e:g} ran",
-                    "value": best[0] if best else None, "column": best[1] if best else "",
-                    "columns_considered": " ".join(c.id for c in cols),
-                    "paper": pick(papers) if papers else None,
-                    "standin": any(r.get("dataset", {}).get("source") == "synthetic_standin" for r in src.records_used),
-                })
+                out.append(
+                    {
+                        "figure": figure,
+                        "panel": p_i,
+                        "panel_title": panel["title"],
+                        "source_table": panel["table"],
+                        "series": series["label"],
+                        "epsilon": e,
+                        "metric": metric,
+                        "status": "ok" if best else "not run",
+                        "reason": ""
+                        if best
+                        else f"no cell of {series['ref_method']} in {panel['table']} at eps {e:g} ran",
+                        "value": best[0] if best else None,
+                        "column": best[1] if best else "",
+                        "columns_considered": " ".join(c.id for c in cols),
+                        "paper": pick(papers) if papers else None,
+                        "standin": any(
+                            r.get("dataset", {}).get("source") == "synthetic_standin" for r in src.records_used
+                        ),
+                    }
+                )
     return out
 
 
 def _markdown(config, figure: str, rows) -> str:
     fcfg = config["tables"][figure]
-    out = [f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})", "",
-           "Each point: the best cell over the series' columns at that eps (the lowest for a lower-is-better "
-           "metric, as 002's minimum over example caps), from the source table's records; the paper's value, "
-           "chosen the same way, in parentheses.", ""]
+    out = [
+        f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})",
+        "",
+        "Each point: the best cell over the series' columns at that eps (the lowest for a lower-is-better "
+        "metric, as 002's minimum over example caps), from the source table's records; the paper's value, "
+        "chosen the same way, in parentheses.",
+        "",
+    ]
     for p_i, panel in enumerate(fcfg["panels"]):
         mine = [r for r in rows if r["panel"] == p_i]
         eps = sorted({r["epsilon"] for r in mine})
         series = list(dict.fromkeys(r["series"] for r in mine))
-        out += [f"## {panel['title']} (from {panel['table']})", "", "| eps | " + " | ".join(series) + " |",
-                "|---|" + "---|" * len(series)]
+        out += [
+            f"## {panel['title']} (from {panel['table']})",
+            "",
+            "| eps | " + " | ".join(series) + " |",
+            "|---|" + "---|" * len(series),
+        ]
         for e in eps:
             cells = []
             for s in series:

@@ -46,16 +46,20 @@ def examples_per_user(user_ids: np.ndarray) -> np.ndarray:
         raise ValueError("the split has no rows")
     counts = np.bincount(users)
     if users.min() < 0 or (counts == 0).any():
-        raise ValueError("user ids must number the split's users 0..U-1, each with at least one row; "
-                         "re-prepare the data with: snakemake <data_dir>/prepared/criteo_attribution-<tag>.npz")
+        raise ValueError(
+            "user ids must number the split's users 0..U-1, each with at least one row; "
+            "re-prepare the data with: snakemake <data_dir>/prepared/criteo_attribution-<tag>.npz"
+        )
     return counts
 
 
 def _load(path: Path) -> tuple[dict[str, np.ndarray], dict]:
     with np.load(path, allow_pickle=False) as z:
         if "user_train" not in z.files:
-            raise ValueError(f"{path} has no user_train array: it is not a prepared Criteo Attribution file "
-                             "(prepare it with: snakemake <data_dir>/prepared/criteo_attribution-<tag>.npz)")
+            raise ValueError(
+                f"{path} has no user_train array: it is not a prepared Criteo Attribution file "
+                "(prepare it with: snakemake <data_dir>/prepared/criteo_attribution-<tag>.npz)"
+            )
         arrays = {k: np.asarray(z[k]) for k in ("user_train", "user_test") if k in z.files}
         meta = json.loads(str(z["metadata"])) if "metadata" in z.files else {}
     return arrays, meta
@@ -87,16 +91,23 @@ def write_examples_per_user_figure(*, data_path: str | Path, out_stem: str | Pat
     rows = []
     for split, c in counts.items():
         values, users = np.unique(c, return_counts=True)
-        rows += [{"split": split, "standin": standin, "examples": int(v), "users": int(u)} for v, u in zip(values, users)]
+        rows += [
+            {"split": split, "standin": standin, "examples": int(v), "users": int(u)} for v, u in zip(values, users)
+        ]
     write_csv(stem.with_suffix(".csv"), rows)
-    lines = [f"# Examples per user (000 Figure 5, 002 Figure 1), {name}", "",
-             f"- data: `{data_path}` (every clicked impression of each drawn user, before the per-user cap)", "",
-             "| split | users | examples | mean | median | max | " + " | ".join(f"users above k = {k}" for k in CAPS)
-             + " |", "|---" * (6 + len(CAPS)) + "|"]
+    lines = [
+        f"# Examples per user (000 Figure 5, 002 Figure 1), {name}",
+        "",
+        f"- data: `{data_path}` (every clicked impression of each drawn user, before the per-user cap)",
+        "",
+        "| split | users | examples | mean | median | max | " + " | ".join(f"users above k = {k}" for k in CAPS) + " |",
+        "|---" * (6 + len(CAPS)) + "|",
+    ]
     for split, c in counts.items():
         above = " | ".join(f"{100.0 * np.mean(c > k):.1f}%" for k in CAPS)
-        lines.append(f"| {split} | {c.size} | {int(c.sum())} | {c.mean():.2f} | {np.median(c):g} | {int(c.max())} | "
-                     f"{above} |")
+        lines.append(
+            f"| {split} | {c.size} | {int(c.sum())} | {c.mean():.2f} | {np.median(c):g} | {int(c.max())} | {above} |"
+        )
     md = stem.with_suffix(".md")
     write_atomic_text(md, "\n".join(lines) + "\n")
     return md

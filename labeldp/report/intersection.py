@@ -48,8 +48,12 @@ def bracket(eps: Sequence[float], pro: Sequence[float], baseline: Sequence[float
     first = rr_wins.index(True)
     if first == 0:
         return {"low": None, "high": eps[0], "text": f"< {eps[0]:g}", "crossings": crossings}
-    return {"low": eps[first - 1], "high": eps[first], "text": f"{eps[first - 1]:g} ~ {eps[first]:g}",
-            "crossings": crossings}
+    return {
+        "low": eps[first - 1],
+        "high": eps[first],
+        "text": f"{eps[first - 1]:g} ~ {eps[first]:g}",
+        "crossings": crossings,
+    }
 
 
 def load_paper_brackets(reference_dir: str | Path) -> dict[tuple[str, str], str]:
@@ -84,40 +88,63 @@ def build_rows(config: Mapping[str, Any], table: str) -> list[dict[str, Any]]:
             base_col.append(cid)
         res = bracket(eps_ok, pro_v, base_v) if eps_ok else None
         standin = any(r.get("dataset", {}).get("source") == "synthetic_standin" for r in src.records_used)
-        out.append({
-            "table": table, "part": row["part"], "key": row["key"], "label": row["label"], "source_table": row["table"],
-            "status": "ok" if res else "not run",
-            "reason": "" if res else f"no eps of {row['table']} has both LabelDP-Pro and a baseline cell",
-            "eps_star": res["text"] if res else "", "eps_low": res["low"] if res else None,
-            "eps_high": res["high"] if res else None, "crossings": res["crossings"] if res else None,
-            "paper": paper.get((row["part"], row["key"]), ""),
-            "epsilons": " ".join(f"{e:g}" for e in eps_ok), "labeldp_pro": " ".join(f"{v:.2f}" for v in pro_v),
-            "baseline": " ".join(f"{v:.2f}" for v in base_v), "baseline_column": " ".join(base_col),
-            "eps_not_run": " ".join(f"{e:g}" for e in missing), "standin": standin,
-        })
+        out.append(
+            {
+                "table": table,
+                "part": row["part"],
+                "key": row["key"],
+                "label": row["label"],
+                "source_table": row["table"],
+                "status": "ok" if res else "not run",
+                "reason": "" if res else f"no eps of {row['table']} has both LabelDP-Pro and a baseline cell",
+                "eps_star": res["text"] if res else "",
+                "eps_low": res["low"] if res else None,
+                "eps_high": res["high"] if res else None,
+                "crossings": res["crossings"] if res else None,
+                "paper": paper.get((row["part"], row["key"]), ""),
+                "epsilons": " ".join(f"{e:g}" for e in eps_ok),
+                "labeldp_pro": " ".join(f"{v:.2f}" for v in pro_v),
+                "baseline": " ".join(f"{v:.2f}" for v in base_v),
+                "baseline_column": " ".join(base_col),
+                "eps_not_run": " ".join(f"{e:g}" for e in missing),
+                "standin": standin,
+            }
+        )
     return out
 
 
 def _markdown(config, table: str, rows) -> str:
     tcfg = config["tables"][table]
-    out = [f"# {table}: {tcfg['title']} (paper Table {tcfg['paper_table']})", "",
-           "eps* brackets the eps where the RR family (the best of the row's baseline columns at each eps) first "
-           "beats LabelDP-Pro: the last eps where LabelDP-Pro is at least as good, then the first where the "
-           "baseline is better (000 Appendix E). Built from the source tables' cells (records only); the paper's "
-           "bracket beside.", ""]
+    out = [
+        f"# {table}: {tcfg['title']} (paper Table {tcfg['paper_table']})",
+        "",
+        "eps* brackets the eps where the RR family (the best of the row's baseline columns at each eps) first "
+        "beats LabelDP-Pro: the last eps where LabelDP-Pro is at least as good, then the first where the "
+        "baseline is better (000 Appendix E). Built from the source tables' cells (records only); the paper's "
+        "bracket beside.",
+        "",
+    ]
     for part in dict.fromkeys(r["part"] for r in rows):
-        out += [f"## ({part})", "", "| row | eps* | paper | order changes | source table | eps not run |",
-                "|---|---|---|---|---|---|"]
+        out += [
+            f"## ({part})",
+            "",
+            "| row | eps* | paper | order changes | source table | eps not run |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in (r for r in rows if r["part"] == part):
             star = r["eps_star"] if r["status"] == "ok" else f"not run: {r['reason']}"
             flips = "" if r["crossings"] is None else str(r["crossings"])
-            out.append(f"| {r['label']} | {star} | {r['paper'] or '-'} | {flips} | {r['source_table']} | "
-                       f"{r['eps_not_run'] or '-'} |")
+            out.append(
+                f"| {r['label']} | {star} | {r['paper'] or '-'} | {flips} | {r['source_table']} | "
+                f"{r['eps_not_run'] or '-'} |"
+            )
         out.append("")
     out += ["## Curves", "", "| row | eps | LabelDP-Pro | baseline (best of) |", "|---|---|---|---|"]
     for r in rows:
         if r["status"] == "ok":
-            out.append(f"| {r['label']} | {r['epsilons']} | {r['labeldp_pro']} | {r['baseline']} ({r['baseline_column']}) |")
+            out.append(
+                f"| {r['label']} | {r['epsilons']} | {r['labeldp_pro']} | {r['baseline']} ({r['baseline_column']}) |"
+            )
     if any(r["standin"] for r in rows):
         out += ["", "STAND-IN DATA: some source tables ran on synthetic stand-ins of the real files."]
     return "\n".join(out) + "\n"
@@ -151,8 +178,10 @@ def main_intersection(config, table: str, out_dir: Path, plot_dir: Path | None =
     md = _markdown(config, table, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(out_dir / f"{table}.csv", rows)
-    write_atomic_text(out_dir / f"{table}.tex", "% generated from result records (same content as the .md)\n"
-                      "\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n")
+    write_atomic_text(
+        out_dir / f"{table}.tex",
+        "% generated from result records (same content as the .md)\n\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n",
+    )
     plots = plot_dir or out_dir
     plots.mkdir(parents=True, exist_ok=True)
     _plot(config, table, rows, plots / f"{table}.png", plots / f"{table}.pdf")

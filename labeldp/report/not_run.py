@@ -24,8 +24,18 @@ def build_rows(config: Mapping[str, Any], table: str) -> list[dict[str, Any]]:
     base = {"table": table, "paper_table": tcfg["paper_table"], "status": "not run", "reason": tcfg["reason"]}
     if not ref:
         return [{**base, "dataset": "", "method": "", "epsilon": "", "k": "", "metric": "", "paper": None}]
-    return [{**base, "dataset": r["dataset"], "method": r["method"], "epsilon": r["epsilon"], "k": r.get("k") or "",
-             "metric": r["metric"], "paper": float(r["value"])} for r in ref]
+    return [
+        {
+            **base,
+            "dataset": r["dataset"],
+            "method": r["method"],
+            "epsilon": r["epsilon"],
+            "k": r.get("k") or "",
+            "metric": r["metric"],
+            "paper": float(r["value"]),
+        }
+        for r in ref
+    ]
 
 
 def _markdown(config, table: str, rows) -> str:
@@ -34,8 +44,11 @@ def _markdown(config, table: str, rows) -> str:
     if rows[0]["paper"] is None:
         return "\n".join(out + ["The paper prints no values for it in the reference directory."]) + "\n"
     out += ["| dataset | method | eps | k | metric | regenerated | paper |", "|---|---|---|---|---|---|---|"]
-    out += [f"| {r['dataset']} | {r['method']} | {r['epsilon']} | {r['k'] or '-'} | {r['metric']} | not run | "
-            f"{r['paper']:g} |" for r in rows]
+    out += [
+        f"| {r['dataset']} | {r['method']} | {r['epsilon']} | {r['k'] or '-'} | {r['metric']} | not run | "
+        f"{r['paper']:g} |"
+        for r in rows
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -59,8 +72,10 @@ def main_not_run(config, table: str, out_dir: Path, plot_dir: Path | None = None
     md = _markdown(config, table, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(out_dir / f"{table}.csv", rows)
-    write_atomic_text(out_dir / f"{table}.tex", "% a paper table that cannot run (same content as the .md)\n"
-                      "\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n")
+    write_atomic_text(
+        out_dir / f"{table}.tex",
+        "% a paper table that cannot run (same content as the .md)\n\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n",
+    )
     plots = plot_dir or out_dir
     plots.mkdir(parents=True, exist_ok=True)
     _plot(config, table, plots / f"{table}.png", plots / f"{table}.pdf")

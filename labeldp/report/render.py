@@ -29,7 +29,7 @@ QUOTED = "quoted"  # a cell showing another paper's published value (a column wi
 RELATION_TEXT = {
     "add_or_remove": "add-or-remove-one (the paper's convention, 000 Section 3.4)",
     "label_substitution": "label substitution (one example's label changes: label DP exactly, 000 Definition 2; "
-                          "dp_accounting REPLACE_ONE)",
+    "dp_accounting REPLACE_ONE)",
 }
 OTHER_RELATION = {"add_or_remove": "label_substitution", "label_substitution": "add_or_remove"}
 RELATION_SHORT = {"add_or_remove": "add/remove", "label_substitution": "label subst."}
@@ -55,15 +55,23 @@ def derived_metric_line(res: TableResult) -> str | None:
         return None
     np_cell = res.nonprivate
     if np_cell is not None and np_cell.status == "ok" and np_cell.mean is not None:
-        seeds = (f"{np_cell.n_seeds} of {np_cell.n_planned_seeds} planned seeds" if np_cell.n_missing
-                 else f"{np_cell.n_seeds} seed{'s' if np_cell.n_seeds != 1 else ''}")
-        auc_np = (f"AUC_np = {np_cell.mean:.4f} ± {np_cell.std or 0.0:.4f} (mean ± std over {seeds})"
-                  if np_cell.n_seeds > 1 else f"AUC_np = {np_cell.mean:.4f} ({seeds}: no std)")
+        seeds = (
+            f"{np_cell.n_seeds} of {np_cell.n_planned_seeds} planned seeds"
+            if np_cell.n_missing
+            else f"{np_cell.n_seeds} seed{'s' if np_cell.n_seeds != 1 else ''}"
+        )
+        auc_np = (
+            f"AUC_np = {np_cell.mean:.4f} ± {np_cell.std or 0.0:.4f} (mean ± std over {seeds})"
+            if np_cell.n_seeds > 1
+            else f"AUC_np = {np_cell.mean:.4f} ({seeds}: no std)"
+        )
     else:
         auc_np = "AUC_np: none (the non-private runs have no usable records, so no private cell has a number)"
-    return (f"metric: 002's relative AUC loss (%) = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np), computed per run "
-            f"from its test AUC, then mean ± std over seeds; AUC_np is the mean test AUC of this table's "
-            f"non-private runs; lower is better (bold: lowest loss); {auc_np}")
+    return (
+        f"metric: 002's relative AUC loss (%) = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np), computed per run "
+        f"from its test AUC, then mean ± std over seeds; AUC_np is the mean test AUC of this table's "
+        f"non-private runs; lower is better (bold: lowest loss); {auc_np}"
+    )
 
 
 def cell_text(cell: Cell, metric: str, *, bold: bool = False, latex: bool = False) -> str:
@@ -145,12 +153,15 @@ def encoder_text(enc: Mapping[str, Any]) -> str:
     pre = enc.get("pretrain") or {}
     cfg = pre.get("config") or {}
     probe = enc.get("linear_probe_test_accuracy_pct")
-    return (f"SimCLR ResNet-18 (CIFAR stem, width {cfg.get('width', '?')}), {pre.get('epochs_completed', '?')} "
-            f"pre-training epochs (000 D.2: 1,000), batch {cfg.get('batch_size', '?')}, final NT-Xent loss "
-            f"{pre.get('final_loss', float('nan')):.3f}, on {pre.get('device', '?')}; representation dim "
-            f"{enc.get('representation_dim', '?')}; non-private linear probe "
-            + (f"{probe:.1f}%" if isinstance(probe, (int, float)) else "-") + " (000: 90.9% on CIFAR-10); encoder "
-            f"sha256 {str(enc.get('sha256', '?'))[:12]}")
+    return (
+        f"SimCLR ResNet-18 (CIFAR stem, width {cfg.get('width', '?')}), {pre.get('epochs_completed', '?')} "
+        f"pre-training epochs (000 D.2: 1,000), batch {cfg.get('batch_size', '?')}, final NT-Xent loss "
+        f"{pre.get('final_loss', float('nan')):.3f}, on {pre.get('device', '?')}; representation dim "
+        f"{enc.get('representation_dim', '?')}; non-private linear probe "
+        + (f"{probe:.1f}%" if isinstance(probe, (int, float)) else "-")
+        + " (000: 90.9% on CIFAR-10); encoder "
+        f"sha256 {str(enc.get('sha256', '?'))[:12]}"
+    )
 
 
 def header_lines(res: TableResult) -> list[str]:
@@ -161,26 +172,37 @@ def header_lines(res: TableResult) -> list[str]:
     git = records.git_revision(exclude=tuple(str(cfg[k]) for k in ("reports_dir", "results_dir") if cfg.get(k)))
     hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
     rec_revs = sorted({_revision_text(r["environment"].get("git") or {}) for r in recs})
-    options = sorted({f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
-                      for r in recs if (r.get("config") or {}).get("run_spec", {}).get("options")})
-    sizes = sorted({f"{r['dataset']['name']}"
-                    + (f" (view {r['dataset']['view']})" if r["dataset"].get("view") else "")
-                    + f": n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
-                    f"source={r['dataset']['source']}" for r in recs}) or ["no runs"]
+    options = sorted(
+        {
+            f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
+            for r in recs
+            if (r.get("config") or {}).get("run_spec", {}).get("options")
+        }
+    )
+    sizes = sorted(
+        {
+            f"{r['dataset']['name']}"
+            + (f" (view {r['dataset']['view']})" if r["dataset"].get("view") else "")
+            + f": n_train={r['dataset']['n_train']}, n_test={r['dataset']['n_test']}, "
+            f"source={r['dataset']['source']}"
+            for r in recs
+        }
+    ) or ["no runs"]
     epochs = sorted({r["hparams"].get("epochs") for r in recs if "epochs" in r["hparams"]})
     grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]
     lines = [
         f"- generated: {records.now_utc()}",
         f"- git revision: {_revision_text(git)}",
         f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
-        + ", ".join(f"{k}={v}" for k, v in grid.items()) + ")",
+        + ", ".join(f"{k}={v}" for k, v in grid.items())
+        + ")",
         f"- seeds: {tcfg.get('seeds') or cfg['seeds']}; epochs run: {epochs or '-'}",
         f"- data actually used: {'; '.join(sizes)}",
         f"- delta: {cfg['delta']} (DP-SGD family); pure-DP label randomizers have delta = 0",
         f"- accountant: {cfg['accountant']} (dp_accounting); sampling: {cfg['sampling']}",
         f"- privacy relation: DP-SGD-family noise calibrated so that eps is met under "
         f"**{RELATION_TEXT[table_relation(cfg, res.table)]}**; the column "
-        f"\"eps ({RELATION_SHORT[OTHER_RELATION[table_relation(cfg, res.table)]]})\" gives the same runs' eps under "
+        f'"eps ({RELATION_SHORT[OTHER_RELATION[table_relation(cfg, res.table)]]})" gives the same runs\' eps under '
         f"{OTHER_RELATION[table_relation(cfg, res.table)].replace('_', ' ')} (max over the row's reported DP-SGD-family "
         f"runs, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI, RRWithPrior) are exactly "
         f"eps-label-DP under label substitution in every table (docs/privacy_relations.md)",
@@ -197,23 +219,34 @@ def header_lines(res: TableResult) -> list[str]:
         methods = {r["method"] for r in recs if (r.get("privacy") or {}).get("privacy_unit") == "user"}
         how = []
         if methods & {"rr", "dpsgd", "labeldp_pro"}:
-            how.append("000 Section 6: RR spends eps / k on each of a user's k labels (group privacy); DP-SGD and "
-                       "LabelDP-Pro clip each user's summed gradient as one unit and sample users")
+            how.append(
+                "000 Section 6: RR spends eps / k on each of a user's k labels (group privacy); DP-SGD and "
+                "LabelDP-Pro clip each user's summed gradient as one unit and sample users"
+            )
         if "hybrid_user_level" in methods:
-            how.append("002 Proposition 6 (hybrid_user_level): every user capped at k examples, RR at eps / k per "
-                       "label, DP-SGD at the item-level (eps2 / k, delta (e^{eps2/k} - 1) / (e^{eps2} - 1)) over "
-                       "the capped rows, user level by group privacy; Hybrid's RR phase on one example per user")
-        lines.append("- privacy unit: **user** (every label of one user changes together): " + "; ".join(how)
-                     + "; eps and both relations above are at the user level"
-                     + ("" if units == ["user"] else f" (records of units {units} are mixed in this table)"))
-    for enc in sorted({json.dumps(r["dataset"]["encoder"], sort_keys=True) for r in recs if r["dataset"].get("encoder")}):
+            how.append(
+                "002 Proposition 6 (hybrid_user_level): every user capped at k examples, RR at eps / k per "
+                "label, DP-SGD at the item-level (eps2 / k, delta (e^{eps2/k} - 1) / (e^{eps2} - 1)) over "
+                "the capped rows, user level by group privacy; Hybrid's RR phase on one example per user"
+            )
+        lines.append(
+            "- privacy unit: **user** (every label of one user changes together): "
+            + "; ".join(how)
+            + "; eps and both relations above are at the user level"
+            + ("" if units == ["user"] else f" (records of units {units} are mixed in this table)")
+        )
+    for enc in sorted(
+        {json.dumps(r["dataset"]["encoder"], sort_keys=True) for r in recs if r["dataset"].get("encoder")}
+    ):
         lines.append("- features: " + encoder_text(json.loads(enc)))
     for col in res.columns:
         if col.quoted:
             lines.append(f"- {col.label}: quoted from {col.quoted}; not run here, never bold, not in any claim")
     if any(r["dataset"]["source"] != "official" for r in recs):
-        lines.append("- **WARNING: some runs use SYNTHETIC stand-in data (smoke profile); their numbers are "
-                     "not comparable to the paper.**")
+        lines.append(
+            "- **WARNING: some runs use SYNTHETIC stand-in data (smoke profile); their numbers are "
+            "not comparable to the paper.**"
+        )
     return lines
 
 
@@ -223,19 +256,23 @@ def render_markdown(res: TableResult) -> str:
     out = [f"# {res.table}: {tcfg['title']} (paper Table {tcfg['paper_table']})", ""]
     out += header_lines(res)
     out.append("")
-    out.append("Each cell: regenerated mean ± std over seeds of the best configuration (paper value in "
-               "parentheses). **Bold**: best valid cell of the row among those with all planned seeds "
-               "(a cell over fewer says \"(k of n seeds)\"; a Delta from such a cell says \"(partial)\"). † : not a valid privacy guarantee "
-               "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
-               "had uncommitted code or config changes.")
+    out.append(
+        "Each cell: regenerated mean ± std over seeds of the best configuration (paper value in "
+        "parentheses). **Bold**: best valid cell of the row among those with all planned seeds "
+        '(a cell over fewer says "(k of n seeds)"; a Delta from such a cell says "(partial)"). † : not a valid privacy guarantee '
+        "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
+        "had uncommitted code or config changes."
+    )
     out.append("")
     from labeldp.report.tables import DERIVED_METRICS
 
     if res.nonprivate is not None:
         np_metric = DERIVED_METRICS.get(metric, metric)  # a derived metric's non-private row is its AUC
         what = " (test AUC)" if metric in DERIVED_METRICS else ""
-        out.append(f"Non-private reference{what}: {cell_text(res.nonprivate, np_metric)}"
-                   + (f" — {res.nonprivate.reason}" if res.nonprivate.status != 'ok' else ""))
+        out.append(
+            f"Non-private reference{what}: {cell_text(res.nonprivate, np_metric)}"
+            + (f" — {res.nonprivate.reason}" if res.nonprivate.status != "ok" else "")
+        )
         out.append("")
     rel_col = relation_column(res)
     other = RELATION_SHORT[OTHER_RELATION[table_relation(res.config, res.table)]]
@@ -257,10 +294,18 @@ def render_markdown(res: TableResult) -> str:
         for e in res.epsilons:
             if res.cells[(c.id, e)].reason:
                 by_reason[(c.label, res.cells[(c.id, e)].reason)].append(format_eps(e))
-    notes = sorted(f"{label} (eps {', '.join(eps)}{'; in each' if len(eps) > 1 else ''}): {why}"
-                   for (label, why), eps in by_reason.items())
-    invalid = sorted({f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}" for c in res.columns
-                      for e in res.epsilons if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid})
+    notes = sorted(
+        f"{label} (eps {', '.join(eps)}{'; in each' if len(eps) > 1 else ''}): {why}"
+        for (label, why), eps in by_reason.items()
+    )
+    invalid = sorted(
+        {
+            f"{c.label}: {res.cells[(c.id, e)].invalid_reason or 'reference only'}"
+            for c in res.columns
+            for e in res.epsilons
+            if res.cells[(c.id, e)].reference_only or not res.cells[(c.id, e)].valid
+        }
+    )
     out += search_cost_lines(res, relation_label=RELATION_SHORT[table_relation(res.config, res.table)])
     if notes:
         out += ["", "Notes:"] + [f"- {n}" for n in notes]
@@ -274,7 +319,11 @@ def render_latex(res: TableResult) -> str:
     metric = tcfg["metric"]
     rel_col = relation_column(res)
     other = RELATION_SHORT[OTHER_RELATION[table_relation(res.config, res.table)]]
-    heads = ["$\\epsilon$"] + ([f"$\\epsilon$ ({other})"] if rel_col else []) + [c.label.replace("_", r"\_") for c in res.columns]
+    heads = (
+        ["$\\epsilon$"]
+        + ([f"$\\epsilon$ ({other})"] if rel_col else [])
+        + [c.label.replace("_", r"\_") for c in res.columns]
+    )
     if tcfg.get("deltas"):
         heads += [r"$\Delta_{\mathrm{Baseline}}$", r"$\Delta_{\mathrm{DP\text{-}SGD}}$"]
     derived = derived_metric_line(res)
@@ -285,8 +334,11 @@ def render_latex(res: TableResult) -> str:
             lines.append(f"% non-private reference (test AUC): {cell_text(res.nonprivate, 'test_auc')}")
     lines += [r"\begin{tabular}{" + "l" * len(heads) + "}", r"\toprule", " & ".join(heads) + r" \\", r"\midrule"]
     for e in res.epsilons:
-        row = [format_eps(e)] + ([rel_col[e].split(" (")[0]] if rel_col else []) + [
-            cell_text(res.cells[(c.id, e)], metric, bold=c.id in res.best[e], latex=True) for c in res.columns]
+        row = (
+            [format_eps(e)]
+            + ([rel_col[e].split(" (")[0]] if rel_col else [])
+            + [cell_text(res.cells[(c.id, e)], metric, bold=c.id in res.best[e], latex=True) for c in res.columns]
+        )
         if tcfg.get("deltas"):
             row += [delta_text(res, k, e) for k in ("baseline", "dpsgd")]
         lines.append(" & ".join(row) + r" \\")
@@ -303,25 +355,38 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
     by_id = {c.id: c for c in res.columns}
     for cell in cells:
         col = by_id.get(cell.column)
-        rows.append({
-            "table": res.table, "paper_table": tcfg["paper_table"], "dataset": tcfg["dataset"],
-            "column": cell.column, "method": col.method if col else "nonprivate",
-            "variant": col.variant if col else "default",
-            # a derived metric's non-private row holds its source metric (002: the AUC_np runs' AUC)
-            "metric": tcfg["metric"] if col else DERIVED_METRICS.get(tcfg["metric"], tcfg["metric"]),
-            "epsilon": format_eps(cell.epsilon), "status": cell.status, "reason": cell.reason,
-            "mean": cell.mean, "std": cell.std, "n_seeds": cell.n_seeds, "n_missing_seeds": cell.n_missing,
-            "n_runs": cell.n_runs,
-            "n_diverged": cell.n_diverged, "best_hparams": json.dumps(cell.best_hparams) if cell.best_hparams else "",
-            "achieved_epsilon": None if cell.achieved_epsilon is None else format_eps(cell.achieved_epsilon),
-            "delta": cell.delta, "valid": cell.valid and not cell.reference_only,
-            "reference_only": cell.reference_only, "paper": cell.paper,
-            "calibration_relation": cell.calibration_relation or "",
-            "epsilon_add_or_remove": (cell.epsilon_by_relation or {}).get("add_or_remove"),
-            "epsilon_label_substitution": (cell.epsilon_by_relation or {}).get("label_substitution"),
-            "search_epsilon": cell.search_epsilon,
-            "is_best": cell.column in res.best.get(cell.epsilon, set()),
-        })
+        rows.append(
+            {
+                "table": res.table,
+                "paper_table": tcfg["paper_table"],
+                "dataset": tcfg["dataset"],
+                "column": cell.column,
+                "method": col.method if col else "nonprivate",
+                "variant": col.variant if col else "default",
+                # a derived metric's non-private row holds its source metric (002: the AUC_np runs' AUC)
+                "metric": tcfg["metric"] if col else DERIVED_METRICS.get(tcfg["metric"], tcfg["metric"]),
+                "epsilon": format_eps(cell.epsilon),
+                "status": cell.status,
+                "reason": cell.reason,
+                "mean": cell.mean,
+                "std": cell.std,
+                "n_seeds": cell.n_seeds,
+                "n_missing_seeds": cell.n_missing,
+                "n_runs": cell.n_runs,
+                "n_diverged": cell.n_diverged,
+                "best_hparams": json.dumps(cell.best_hparams) if cell.best_hparams else "",
+                "achieved_epsilon": None if cell.achieved_epsilon is None else format_eps(cell.achieved_epsilon),
+                "delta": cell.delta,
+                "valid": cell.valid and not cell.reference_only,
+                "reference_only": cell.reference_only,
+                "paper": cell.paper,
+                "calibration_relation": cell.calibration_relation or "",
+                "epsilon_add_or_remove": (cell.epsilon_by_relation or {}).get("add_or_remove"),
+                "epsilon_label_substitution": (cell.epsilon_by_relation or {}).get("label_substitution"),
+                "search_epsilon": cell.search_epsilon,
+                "is_best": cell.column in res.best.get(cell.epsilon, set()),
+            }
+        )
     return rows
 
 
@@ -363,19 +428,33 @@ def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
             ys = [x.mean for _, x in ok]
             sd = [x.std or 0 for _, x in ok]
             ax.plot(xs, ys, "-o", color=color, label=textwrap.fill(c.label, 80))
-            ax.fill_between(xs, [y - s for y, s in zip(ys, sd)], [y + s for y, s in zip(ys, sd)], color=color, alpha=0.2)
+            ax.fill_between(
+                xs, [y - s for y, s in zip(ys, sd)], [y + s for y, s in zip(ys, sd)], color=color, alpha=0.2
+            )
         pp = [(e, x.paper) for e, x in pts if x.paper is not None]
         if pp:
-            ax.plot([e for e, _ in pp], [v for _, v in pp], "o", mfc="none", color=color,
-                    label=None if ok else textwrap.fill(f"{c.label} (paper)", 80))
+            ax.plot(
+                [e for e, _ in pp],
+                [v for _, v in pp],
+                "o",
+                mfc="none",
+                color=color,
+                label=None if ok else textwrap.fill(f"{c.label} (paper)", 80),
+            )
     ax.plot([], [], "o", mfc="none", color="gray", label="hollow: paper value")
     ax.set_xscale("log")
     ax.set_xlabel("epsilon")
     ax.set_ylabel(tcfg["metric"])
     ax.set_title(textwrap.fill(f"{res.table}: {tcfg['title']}", 90), fontsize=8)  # long titles wrap, not clip
     if not any_line:
-        ax.text(0.5, 0.5, "not run: no method of this figure is implemented yet", transform=ax.transAxes,
-                ha="center", va="center")
+        ax.text(
+            0.5,
+            0.5,
+            "not run: no method of this figure is implemented yet",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+        )
     fig.tight_layout()
     # below the axes, after the layout (which would shrink the axes to fit it): long labels hide no line
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18))
@@ -392,5 +471,3 @@ def save_figure(fig, png: Path, pdf: Path | None = None) -> None:
         tmp = path.with_name(f".{path.stem}.part{path.suffix}")
         fig.savefig(tmp, bbox_inches="tight", **kw)  # a legend placed outside the axes is kept
         os.replace(tmp, path)
-
-

@@ -52,32 +52,49 @@ def build_rows(config: Mapping[str, Any], table: str, ref) -> list[dict[str, Any
             if "seconds_per_epoch" not in (r.get("timings") or {}):
                 continue
             by_key[(run.spec.method, records.machine_description(r["environment"]))].append(
-                float(r["timings"]["seconds_per_epoch"]))
+                float(r["timings"]["seconds_per_epoch"])
+            )
             if r["dataset"].get("source") == "synthetic_standin":
                 standin[run.spec.method].add(r["dataset"]["name"])
         for method in tcfg["methods"]:
             machines = sorted(m for (meth, m) in by_key if meth == method) or [None]
             for machine in machines:
                 vals = by_key.get((method, machine), [])
-                rows.append({
-                    "table": table, "paper_table": tcfg["paper_table"], "dataset": src["ref_dataset"],
-                    "source_table": src["table"], "column": method, "method": method, "epsilon": "",
-                    "metric": METRIC, "machine": machine or "", "status": "ok" if vals else "not run",
-                    "reason": "" if vals else f"no record of {method} in {src['table']}'s runs",
-                    "mean": statistics.median(vals) if vals else None, "std": None, "n_runs": len(vals),
-                    "paper": _paper(ref, src["ref_dataset"], method),
-                    "standin": ", ".join(sorted(standin[method])), "valid": True,
-                })
+                rows.append(
+                    {
+                        "table": table,
+                        "paper_table": tcfg["paper_table"],
+                        "dataset": src["ref_dataset"],
+                        "source_table": src["table"],
+                        "column": method,
+                        "method": method,
+                        "epsilon": "",
+                        "metric": METRIC,
+                        "machine": machine or "",
+                        "status": "ok" if vals else "not run",
+                        "reason": "" if vals else f"no record of {method} in {src['table']}'s runs",
+                        "mean": statistics.median(vals) if vals else None,
+                        "std": None,
+                        "n_runs": len(vals),
+                        "paper": _paper(ref, src["ref_dataset"], method),
+                        "standin": ", ".join(sorted(standin[method])),
+                        "valid": True,
+                    }
+                )
     return rows
 
 
 def _markdown(config, table: str, rows) -> str:
     tcfg = config["tables"][table]
-    out = [f"# {table}: {tcfg['title']} (paper Table {tcfg['paper_table']})", "",
-           "Each cell: the median of `timings.seconds_per_epoch` over the existing records of the source table's "
-           "runs of that method on that machine (training only, compilation in the first epoch included; [runs "
-           "timed]); the paper's value (P100; Criteo Attribution on an A100) in parentheses. Machines are never "
-           "pooled. Not scored: the hardware differs.", ""]
+    out = [
+        f"# {table}: {tcfg['title']} (paper Table {tcfg['paper_table']})",
+        "",
+        "Each cell: the median of `timings.seconds_per_epoch` over the existing records of the source table's "
+        "runs of that method on that machine (training only, compilation in the first epoch included; [runs "
+        "timed]); the paper's value (P100; Criteo Attribution on an A100) in parentheses. Machines are never "
+        "pooled. Not scored: the hardware differs.",
+        "",
+    ]
     methods = list(tcfg["methods"])
     out.append("| dataset (source table) | machine | " + " | ".join(methods) + " |")
     out.append("|---|---|" + "---|" * len(methods))
@@ -90,8 +107,11 @@ def _markdown(config, table: str, rows) -> str:
                 hit = [r for r in mine if r["method"] == m and r["machine"] == machine]
                 paper = next((r["paper"] for r in mine if r["method"] == m), None)
                 ptxt = "-" if paper is None else f"{paper:g}"
-                cells.append(f"{hit[0]['mean']:.3g} [{hit[0]['n_runs']}] ({ptxt})" if hit and hit[0]["mean"] is not None
-                             else f"not run ({ptxt})")
+                cells.append(
+                    f"{hit[0]['mean']:.3g} [{hit[0]['n_runs']}] ({ptxt})"
+                    if hit and hit[0]["mean"] is not None
+                    else f"not run ({ptxt})"
+                )
             out.append(f"| {src['ref_dataset']} ({src['table']}) | {machine or '-'} | " + " | ".join(cells) + " |")
     standin = sorted({d for r in rows for d in r["standin"].split(", ") if d})
     if standin:
@@ -129,8 +149,10 @@ def main_run_times(config, table: str, out_dir: Path, plot_dir: Path | None = No
     md = _markdown(config, table, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_csv(out_dir / f"{table}.csv", rows)
-    write_atomic_text(out_dir / f"{table}.tex", "% generated from result records (same content as the .md)\n"
-                      "\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n")
+    write_atomic_text(
+        out_dir / f"{table}.tex",
+        "% generated from result records (same content as the .md)\n\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n",
+    )
     plots = plot_dir or out_dir
     plots.mkdir(parents=True, exist_ok=True)
     _plot(config, table, rows, plots / f"{table}.png", plots / f"{table}.pdf")

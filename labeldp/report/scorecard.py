@@ -93,10 +93,21 @@ def score_cells(rows: Sequence[Mapping[str, Any]], tol: Mapping[str, float]) -> 
             continue
         mean, std, paper = _f(r.get("mean")), _f(r.get("std")), _f(r.get("paper"))
         row = {
-            "table": r["table"], "paper_table": r["paper_table"], "column": r["column"], "method": r["method"],
-            "epsilon": r["epsilon"], "metric": r["metric"], "status": r["status"], "regenerated": mean,
-            "std": std, "n_seeds": r.get("n_seeds"), "paper": paper, "abs_diff": None, "tolerance": None,
-            "within_tolerance": "", "valid": r.get("valid"),
+            "table": r["table"],
+            "paper_table": r["paper_table"],
+            "column": r["column"],
+            "method": r["method"],
+            "epsilon": r["epsilon"],
+            "metric": r["metric"],
+            "status": r["status"],
+            "regenerated": mean,
+            "std": std,
+            "n_seeds": r.get("n_seeds"),
+            "paper": paper,
+            "abs_diff": None,
+            "tolerance": None,
+            "within_tolerance": "",
+            "valid": r.get("valid"),
         }
         if r["status"] == "ok" and mean is not None and paper is not None:
             row["abs_diff"] = abs(mean - paper)
@@ -142,7 +153,7 @@ def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> C
         if min(na, nb) < 2:  # one seed has no spread: the noise cannot be estimated
             missing.append(f"{a if na < 2 else b}@{e:g} (fewer than 2 seeds)")
             continue
-        se = math.sqrt(sa ** 2 / na + sb ** 2 / nb)
+        se = math.sqrt(sa**2 / na + sb**2 / nb)
         line = f"eps {e:g}: {a} {ma:.4g} vs {b} {mb:.4g} (|diff| {abs(ma - mb):.3g}, {k:g} SE = {k * se:.3g})"
         (failures if abs(ma - mb) > k * se else details).append(line)
     text = claim.get("text", "")
@@ -153,8 +164,7 @@ def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> C
     return ClaimResult(table, claim["id"], text, "holds", "; ".join(details))
 
 
-def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-                   metric: str) -> ClaimResult:
+def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], metric: str) -> ClaimResult:
     """Evaluates one qualitative claim on a table's tidy rows (see the module docstring)."""
     cells = {(r["column"], float(r["epsilon"])): r for r in rows if r["epsilon"] != "inf"}
     eps_all = sorted({e for _, e in cells})
@@ -170,8 +180,9 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
         return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable", "no epsilon in scope")
     for e in scope:
         w = cells.get((claim["winner"], e))
-        why = _absent(claim["winner"], e, w) or (f"{claim['winner']}@{e:g}"
-                                                 if str(w.get("reference_only")) == "True" else "")
+        why = _absent(claim["winner"], e, w) or (
+            f"{claim['winner']}@{e:g}" if str(w.get("reference_only")) == "True" else ""
+        )
         if why:
             missing.append(why)
             continue
@@ -184,15 +195,23 @@ def evaluate_claim(table: str, claim: Mapping[str, Any], rows: Sequence[Mapping[
                 continue
             lm = float(lc["mean"])
             if not ((wm < lm - margin) if lower_better else (wm > lm + margin)):
-                failures.append(f"eps {e:g}: {claim['winner']} {wm:.4g} vs {loser} {lm:.4g}"
-                                + (f" (needs a margin of {margin:g})" if margin else ""))
+                failures.append(
+                    f"eps {e:g}: {claim['winner']} {wm:.4g} vs {loser} {lm:.4g}"
+                    + (f" (needs a margin of {margin:g})" if margin else "")
+                )
     if failures:
         return ClaimResult(table, claim["id"], claim.get("text", ""), "fails", "; ".join(failures))
     if missing:
-        return ClaimResult(table, claim["id"], claim.get("text", ""), "not evaluable",
-                           "cells not run or partial: " + ", ".join(missing))
-    return ClaimResult(table, claim["id"], claim.get("text", ""), "holds",
-                       f"at eps {', '.join(f'{e:g}' for e in scope)}")
+        return ClaimResult(
+            table,
+            claim["id"],
+            claim.get("text", ""),
+            "not evaluable",
+            "cells not run or partial: " + ", ".join(missing),
+        )
+    return ClaimResult(
+        table, claim["id"], claim.get("text", ""), "holds", f"at eps {', '.join(f'{e:g}' for e in scope)}"
+    )
 
 
 def _read_csv(path: Path) -> list[dict[str, Any]]:
@@ -210,17 +229,24 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
             continue
         table = rows[0]["table"]
         tcfg = config["tables"][table]
-        if tcfg.get("renderer") in SOURCE_RENDERERS:  # timings on other hardware; intersection brackets: shown, not scored
+        if (
+            tcfg.get("renderer") in SOURCE_RENDERERS
+        ):  # timings on other hardware; intersection brackets: shown, not scored
             continue
         scored = score_cells(rows, tol)
         cell_rows += scored
         compared = [r for r in scored if r["within_tolerance"] != ""]
         within = sum(1 for r in compared if r["within_tolerance"])
-        summary.append({
-            "table": table, "paper_table": tcfg["paper_table"], "cells": len(scored),
-            "cells_run": sum(1 for r in scored if r["status"] == "ok"),
-            "cells_compared": len(compared), "within_tolerance": within,
-        })
+        summary.append(
+            {
+                "table": table,
+                "paper_table": tcfg["paper_table"],
+                "cells": len(scored),
+                "cells_run": sum(1 for r in scored if r["status"] == "ok"),
+                "cells_compared": len(compared),
+                "within_tolerance": within,
+            }
+        )
         for c in tcfg.get("claims", []):
             claims.append(evaluate_claim(table, c, rows, tcfg["metric"]))
     return cell_rows, summary, claims
@@ -228,29 +254,43 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
 
 def render_markdown(config: Mapping[str, Any], cell_rows, summary, claims) -> str:
     tol = {**DEFAULT_TOLERANCE, **dict(config.get("tolerance") or {})}
-    out = ["# Reproduction scorecard", "",
-           f"- profile: {config['profile']} (grid `{config['grid']}`), seeds {config['seeds']}",
-           (f"- tolerance: accuracy max({tol['accuracy_points']} points, {tol['accuracy_std_multiplier']:g} std); "
-            if float(tol["accuracy_std_multiplier"]) > 0 else
-            f"- tolerance: accuracy {tol['accuracy_points']} points (strict: the std over seeds is shown, never used "
-            "to pass a cell); ") + f"AUC {tol['auc']}; "
-           f"MSE and relative AUC loss {tol['mse_relative']:.0%} of the paper's value",
-           "- built only from the tables' tidy CSVs (themselves built only from result records and the "
-           "published values); `not run` cells are counted, never scored", "",
-           "## Per table", "",
-           "| table | paper | cells | run | compared | within tolerance |", "|---|---|---|---|---|---|"]
+    out = [
+        "# Reproduction scorecard",
+        "",
+        f"- profile: {config['profile']} (grid `{config['grid']}`), seeds {config['seeds']}",
+        (
+            f"- tolerance: accuracy max({tol['accuracy_points']} points, {tol['accuracy_std_multiplier']:g} std); "
+            if float(tol["accuracy_std_multiplier"]) > 0
+            else f"- tolerance: accuracy {tol['accuracy_points']} points (strict: the std over seeds is shown, never used "
+            "to pass a cell); "
+        )
+        + f"AUC {tol['auc']}; "
+        f"MSE and relative AUC loss {tol['mse_relative']:.0%} of the paper's value",
+        "- built only from the tables' tidy CSVs (themselves built only from result records and the "
+        "published values); `not run` cells are counted, never scored",
+        "",
+        "## Per table",
+        "",
+        "| table | paper | cells | run | compared | within tolerance |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in summary:
-        out.append(f"| {s['table']} | {s['paper_table']} | {s['cells']} | {s['cells_run']} | "
-                   f"{s['cells_compared']} | {s['within_tolerance']} / {s['cells_compared']} |")
-    out += ["", "## The papers' qualitative claims", "",
-            "| table | claim | verdict | detail |", "|---|---|---|---|"]
+        out.append(
+            f"| {s['table']} | {s['paper_table']} | {s['cells']} | {s['cells_run']} | "
+            f"{s['cells_compared']} | {s['within_tolerance']} / {s['cells_compared']} |"
+        )
+    out += ["", "## The papers' qualitative claims", "", "| table | claim | verdict | detail |", "|---|---|---|---|"]
     for c in claims:
         out.append(f"| {c.table} | {c.text or c.claim} | **{c.verdict}** | {c.detail} |")
     if not claims:
         out.append("| - | no claims configured | - | - |")
-    out += ["", "## Cells", "",
-            "| table | column | eps | regenerated | paper | abs diff | tolerance | within |",
-            "|---|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "## Cells",
+        "",
+        "| table | column | eps | regenerated | paper | abs diff | tolerance | within |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in cell_rows:
         reg = "not run" if r["status"] != "ok" else f"{r['regenerated']:.4g}"
         paper = "-" if r["paper"] is None else f"{r['paper']:.4g}"

@@ -60,8 +60,11 @@ def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relati
     event = events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
     eps, _ = event_epsilon(event, delta=delta, neighboring_relation=relation, accountant=SEARCH_ACCOUNTANT[relation])
     # the held-out labels' one release (labeldp.selection) reads other examples: parallel composition
-    releases = [float(r["privacy"]["accounting"]["validation_release"]["epsilon"]) for r in records
-                if "validation_release" in r["privacy"]["accounting"]]
+    releases = [
+        float(r["privacy"]["accounting"]["validation_release"]["epsilon"])
+        for r in records
+        if "validation_release" in r["privacy"]["accounting"]
+    ]
     return max([float(eps)] + releases)
 
 
@@ -73,15 +76,24 @@ def search_cost_lines(res, *, relation_label: str) -> list[str]:
       res: the table (:class:`labeldp.report.tables.TableResult`).
       relation_label: how the table's relation is printed (``add/remove``, ``label subst.``).
     """
-    cols = [c for c in res.columns
-            if any(res.cells[(c.id, e)].search_epsilon is not None and res.cells[(c.id, e)].n_runs > 1
-                   for e in res.epsilons)]
+    cols = [
+        c
+        for c in res.columns
+        if any(
+            res.cells[(c.id, e)].search_epsilon is not None and res.cells[(c.id, e)].n_runs > 1 for e in res.epsilons
+        )
+    ]
     if not cols:
         return []
-    out = ["", f"Privacy the search spent ({relation_label}): each cell above is the best of its runs (by test "
-           "accuracy, or on held-out labels), so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
-           "composed by dp_accounting (runs in the cell in parentheses; labeldp/report/search_cost.py):", "",
-           "| eps | " + " | ".join(c.label for c in cols) + " |", "|" + "---|" * (len(cols) + 1)]
+    out = [
+        "",
+        f"Privacy the search spent ({relation_label}): each cell above is the best of its runs (by test "
+        "accuracy, or on held-out labels), so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
+        "composed by dp_accounting (runs in the cell in parentheses; labeldp/report/search_cost.py):",
+        "",
+        "| eps | " + " | ".join(c.label for c in cols) + " |",
+        "|" + "---|" * (len(cols) + 1),
+    ]
     for e in res.epsilons:
         row = [format_eps(e)]
         for c in cols:

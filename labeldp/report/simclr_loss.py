@@ -40,16 +40,19 @@ def read_loss_curve(record: dict[str, Any]) -> list[float]:
     """
     curve = record.get("loss_curve")
     if not isinstance(curve, list) or not curve:
-        raise ValueError("the pre-training record has no loss_curve: is it a finished labeldp.simclr.pretrain "
-                         "pretrain.json? Rerun the pretrain_simclr rule")
+        raise ValueError(
+            "the pre-training record has no loss_curve: is it a finished labeldp.simclr.pretrain "
+            "pretrain.json? Rerun the pretrain_simclr rule"
+        )
     values = [float(v) for v in curve]
     if not all(math.isfinite(v) for v in values):
         raise ValueError(f"the pre-training loss curve has non-finite values: {values}")
     return values
 
 
-def write_simclr_loss_figure(*, record_path: str | Path, dataset: str, out_stem: str | Path,
-                             standin: bool = False) -> Path:
+def write_simclr_loss_figure(
+    *, record_path: str | Path, dataset: str, out_stem: str | Path, standin: bool = False
+) -> Path:
     """Writes ``<out_stem>.{png,pdf,csv,md}``: the SimCLR loss per epoch (000 Figure 3).
 
     Args:
@@ -74,19 +77,32 @@ def write_simclr_loss_figure(*, record_path: str | Path, dataset: str, out_stem:
     ax.set_title(f"SimCLR pre-training loss, {label}", fontsize=9)
     save_figure(fig, stem.with_suffix(".png"), stem.with_suffix(".pdf"))
     plt.close(fig)
-    write_csv(stem.with_suffix(".csv"), [{"dataset": dataset, "standin": standin, "epoch": e, "loss": v}
-                                         for e, v in zip(epochs, curve)])
+    write_csv(
+        stem.with_suffix(".csv"),
+        [{"dataset": dataset, "standin": standin, "epoch": e, "loss": v} for e, v in zip(epochs, curve)],
+    )
     planned = cfg.get("epochs")
-    lines = [f"# SimCLR pre-training loss (000 Figure 3), {label}", "",
-             f"- record: `{record_path}`",
-             (f"- encoder: ResNet-18 width {cfg.get('width')}, projection {cfg.get('projection_dim')}, temperature "
-              f"{cfg.get('temperature')}; batch {cfg.get('batch_size')}, lr {cfg.get('learning_rate')}, "
-              f"weight decay {cfg.get('weight_decay')}; {record.get('optimizer', '')}"),
-             (f"- epochs completed: {record.get('epochs_completed', len(curve))} of {planned} planned "
-              "(000: 1,000 epochs of width 64 on CIFAR-10)"),
-             (f"- device: {record.get('device')}; {record.get('n_images')} images; "
-              f"{record.get('images_per_second_this_process', float('nan')):.0f} images/s in the last process"), "",
-             "| epoch | loss |", "|---|---|"]
+    lines = [
+        f"# SimCLR pre-training loss (000 Figure 3), {label}",
+        "",
+        f"- record: `{record_path}`",
+        (
+            f"- encoder: ResNet-18 width {cfg.get('width')}, projection {cfg.get('projection_dim')}, temperature "
+            f"{cfg.get('temperature')}; batch {cfg.get('batch_size')}, lr {cfg.get('learning_rate')}, "
+            f"weight decay {cfg.get('weight_decay')}; {record.get('optimizer', '')}"
+        ),
+        (
+            f"- epochs completed: {record.get('epochs_completed', len(curve))} of {planned} planned "
+            "(000: 1,000 epochs of width 64 on CIFAR-10)"
+        ),
+        (
+            f"- device: {record.get('device')}; {record.get('n_images')} images; "
+            f"{record.get('images_per_second_this_process', float('nan')):.0f} images/s in the last process"
+        ),
+        "",
+        "| epoch | loss |",
+        "|---|---|",
+    ]
     lines += [f"| {e} | {v:.4f} |" for e, v in zip(epochs, curve)]
     md = stem.with_suffix(".md")
     write_atomic_text(md, "\n".join(lines) + "\n")
@@ -100,8 +116,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out-stem", required=True)
     p.add_argument("--standin", action="store_true", help="the images were a synthetic stand-in")
     a = p.parse_args(argv)
-    return run_writer(write_simclr_loss_figure, record_path=a.record, dataset=a.dataset, out_stem=a.out_stem,
-                      standin=a.standin)
+    return run_writer(
+        write_simclr_loss_figure, record_path=a.record, dataset=a.dataset, out_stem=a.out_stem, standin=a.standin
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

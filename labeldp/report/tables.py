@@ -37,13 +37,35 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from labeldp import records
-from labeldp.plan import (Column, calibration_relation, cell_runs, cell_status, columns, hp_id, nonprivate_column,
-                          table_epsilons, table_relation)
+from labeldp.plan import (
+    Column,
+    calibration_relation,
+    cell_runs,
+    cell_status,
+    columns,
+    hp_id,
+    nonprivate_column,
+    table_epsilons,
+    table_relation,
+)
 from labeldp.report.search_cost import search_epsilon
+
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
 from labeldp.report.render import (  # noqa: F401
-    NOT_RUN, QUOTED, _revision_text, cell_text, delta_text, header_lines, relation_column, render_figure, render_latex,
-    render_markdown, tidy_rows, write_atomic_text, write_csv)
+    NOT_RUN,
+    QUOTED,
+    _revision_text,
+    cell_text,
+    delta_text,
+    header_lines,
+    relation_column,
+    render_figure,
+    render_latex,
+    render_markdown,
+    tidy_rows,
+    write_atomic_text,
+    write_csv,
+)
 
 #: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
 #: mean; the scorecard's winner/loser claims read them the same way.
@@ -109,8 +131,16 @@ def load_reference(reference_dir: str | os.PathLike) -> list[dict[str, Any]]:
     if lp_mst.exists():  # 001's tables become "001:<n>"; its LP-1ST at eps inf is the non-private model
         with open(lp_mst) as f:
             for r in csv.DictReader(f):
-                row = {"table": f"001:{r['table']}", "dataset": r["dataset"], "method": r["method"], "variant": "",
-                       "epsilon": r["epsilon"], "k": "", "metric": r["metric"], "value": r["value"]}
+                row = {
+                    "table": f"001:{r['table']}",
+                    "dataset": r["dataset"],
+                    "method": r["method"],
+                    "variant": "",
+                    "epsilon": r["epsilon"],
+                    "k": "",
+                    "metric": r["metric"],
+                    "value": r["value"],
+                }
                 rows.append(row)
                 if r["method"] == "lp_1st" and r["epsilon"] == "inf":
                     rows.append({**row, "method": "non_private"})
@@ -118,15 +148,34 @@ def load_reference(reference_dir: str | os.PathLike) -> list[dict[str, Any]]:
     if hybrid.exists():
         with open(hybrid) as f:
             for r in csv.DictReader(f):
-                rows.append({"table": f"002:{r['table']}", "dataset": "criteo_pctr" if r["dataset"].startswith("criteo_pctr") else r["dataset"],  # Table 5: "criteo_pctr_dpsgd_64_epochs"
-                             "method": r["method"],
-                             "variant": "", "epsilon": r["epsilon"], "k": r.get("example_cap") or "",
-                             "metric": r["metric"], "value": r["value"]})
+                rows.append(
+                    {
+                        "table": f"002:{r['table']}",
+                        "dataset": "criteo_pctr"
+                        if r["dataset"].startswith("criteo_pctr")
+                        else r["dataset"],  # Table 5: "criteo_pctr_dpsgd_64_epochs"
+                        "method": r["method"],
+                        "variant": "",
+                        "epsilon": r["epsilon"],
+                        "k": r.get("example_cap") or "",
+                        "metric": r["metric"],
+                        "value": r["value"],
+                    }
+                )
     return rows
 
 
-def paper_value(ref: Sequence[Mapping[str, Any]], *, table: str, dataset: str, method: str | None,
-                variant: str | None, epsilon: float, k: int | None, metric: str) -> float | None:
+def paper_value(
+    ref: Sequence[Mapping[str, Any]],
+    *,
+    table: str,
+    dataset: str,
+    method: str | None,
+    variant: str | None,
+    epsilon: float,
+    k: int | None,
+    metric: str,
+) -> float | None:
     if method is None:
         return None
     for r in ref:
@@ -155,10 +204,18 @@ def _metric(record: Mapping[str, Any], metric: str, auc_nonprivate: float | None
     return float("nan") if v is None else float(v)
 
 
-def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
-               ref: Sequence[Mapping[str, Any]], *, column_cfg: Mapping[str, Any] | None = None,
-               metric: str | None = None, auc_nonprivate: float | None = None,
-               reference_reason: str = NO_NONPRIVATE_REFERENCE) -> Cell:
+def build_cell(
+    config: Mapping[str, Any],
+    table: str,
+    col: Column,
+    eps: float,
+    ref: Sequence[Mapping[str, Any]],
+    *,
+    column_cfg: Mapping[str, Any] | None = None,
+    metric: str | None = None,
+    auc_nonprivate: float | None = None,
+    reference_reason: str = NO_NONPRIVATE_REFERENCE,
+) -> Cell:
     """One cell; ``metric`` overrides the table's (the non-private cell of a derived metric is
     built on its source metric), ``auc_nonprivate`` is the reference a derived metric needs (each
     record's ``test_auc`` becomes its relative loss before means, std and selection); without it
@@ -167,8 +224,16 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     metric = metric or tcfg["metric"]
     k = (column_cfg or {}).get("ref_k")
     cell = Cell(column=col.id, epsilon=eps, status=NOT_RUN, reference_only=col.reference_only)
-    cell.paper = paper_value(ref, table=tcfg["paper_table"], dataset=_ref_dataset(tcfg), method=col.ref_method,
-                             variant=col.ref_variant, epsilon=eps, k=k, metric=metric)
+    cell.paper = paper_value(
+        ref,
+        table=tcfg["paper_table"],
+        dataset=_ref_dataset(tcfg),
+        method=col.ref_method,
+        variant=col.ref_variant,
+        epsilon=eps,
+        k=k,
+        metric=metric,
+    )
     ok, why = cell_status(config, table, col)
     if col.quoted:  # a value quoted from another paper: shown as such, never run, never the row's best
         cell.status = QUOTED
@@ -240,8 +305,9 @@ def build_cell(config: Mapping[str, Any], table: str, col: Column, eps: float,
     if missing:
         cell.reason = f"{missing} of {len(runs)} planned runs missing"
     if tcfg.get("search_cost", True):
-        cell.search_epsilon = search_epsilon([r for rs in by_hp.values() for r in rs], delta=cell.delta,
-                                             relation=table_relation(config, table))
+        cell.search_epsilon = search_epsilon(
+            [r for rs in by_hp.values() for r in rs], delta=cell.delta, relation=table_relation(config, table)
+        )
     return cell
 
 
@@ -251,11 +317,15 @@ def nonprivate_reference(np_cell: Cell | None) -> tuple[float | None, str]:
     if np_cell is None or np_cell.status == NOT_RUN:
         return None, NO_NONPRIVATE_REFERENCE
     if np_cell.status != "ok" or np_cell.mean is None:
-        return None, (f"the non-private reference (needed for the relative AUC loss) has no usable records "
-                      f"({np_cell.reason or np_cell.status})")
+        return None, (
+            f"the non-private reference (needed for the relative AUC loss) has no usable records "
+            f"({np_cell.reason or np_cell.status})"
+        )
     if not np_cell.mean < 1.0:
-        return None, (f"the non-private reference has AUC {np_cell.mean:g}: the relative AUC loss "
-                      f"(divided by 1 - AUC_np) is undefined")
+        return None, (
+            f"the non-private reference has AUC {np_cell.mean:g}: the relative AUC loss "
+            f"(divided by 1 - AUC_np) is undefined"
+        )
     return np_cell.mean, ""
 
 
@@ -289,20 +359,40 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     np_col = nonprivate_column(tcfg)
     source = DERIVED_METRICS.get(tcfg["metric"])
     if source is not None and np_col is None:
-        raise ValueError(f"table {table}: metric {tcfg['metric']} is relative to the non-private model; set nonprivate: true")
+        raise ValueError(
+            f"table {table}: metric {tcfg['metric']} is relative to the non-private model; set nonprivate: true"
+        )
     # a derived metric's non-private cell is built first, on the source metric: its mean is AUC_np
     np_cell = build_cell(config, table, np_col, math.inf, ref, metric=source) if np_col else None
     auc_np, why_np = nonprivate_reference(np_cell) if source is not None else (None, "")
-    cells = {(c.id, e): build_cell(config, table, c, e, ref, column_cfg=col_cfgs[c.id], auc_nonprivate=auc_np,
-                                   reference_reason=why_np or NO_NONPRIVATE_REFERENCE)
-             for c in cols for e in eps_list}
+    cells = {
+        (c.id, e): build_cell(
+            config,
+            table,
+            c,
+            e,
+            ref,
+            column_cfg=col_cfgs[c.id],
+            auc_nonprivate=auc_np,
+            reference_reason=why_np or NO_NONPRIVATE_REFERENCE,
+        )
+        for c in cols
+        for e in eps_list
+    }
     deltas: dict[tuple[str, float], float | None] = {}
     partial: set[tuple[str, float]] = set()
     best: dict[float, set[str]] = {}
     for e in eps_list:
         # partial cells (a mean over fewer seeds than planned) are shown but never marked best
-        eligible = [cells[(c.id, e)] for c in cols if cells[(c.id, e)].status == "ok" and not c.reference_only
-                    and not c.validation and cells[(c.id, e)].valid and not cells[(c.id, e)].n_missing]
+        eligible = [
+            cells[(c.id, e)]
+            for c in cols
+            if cells[(c.id, e)].status == "ok"
+            and not c.reference_only
+            and not c.validation
+            and cells[(c.id, e)].valid
+            and not cells[(c.id, e)].n_missing
+        ]
         if eligible:
             top = (min if tcfg["metric"] in LOWER_IS_BETTER else max)(x.mean for x in eligible)
             best[e] = {x.column for x in eligible if x.mean == top}
@@ -313,7 +403,9 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
             base = [cells.get((b, e)) for b in BASELINE_IDS]
             dps = cells.get(("dpsgd", e))
             ok = lambda c: c is not None and c.status == "ok"  # noqa: E731
-            deltas[("baseline", e)] = (pro.mean - max(b.mean for b in base)) if ok(pro) and all(ok(b) for b in base) else None
+            deltas[("baseline", e)] = (
+                (pro.mean - max(b.mean for b in base)) if ok(pro) and all(ok(b) for b in base) else None
+            )
             deltas[("dpsgd", e)] = (pro.mean - dps.mean) if ok(pro) and ok(dps) else None
             for key, used_cells in (("baseline", [pro, *base]), ("dpsgd", [pro, dps])):
                 if deltas[(key, e)] is not None and any(c.n_missing for c in used_cells):
@@ -322,12 +414,11 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     for c in cols + ([np_col] if np_col else []):
         if not cell_status(config, table, c)[0]:
             continue
-        for e in (eps_list if c.id != "nonprivate" else [math.inf]):
+        for e in eps_list if c.id != "nonprivate" else [math.inf]:
             for r in cell_runs(config, table, c, e):
                 if os.path.exists(r.record_path):
                     used.append(records.read_record(r.record_path))
     return TableResult(table, config, cols, eps_list, cells, np_cell, deltas, best, used, partial)
-
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -360,7 +451,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config["tables"][args.table].get("renderer") == "training_curves":  # 000 Figure 2, from a table's records
         from labeldp.report.training_curves import main_training_curves
 
-        return main_training_curves(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
+        return main_training_curves(
+            config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None
+        )
     if config["tables"][args.table].get("renderer") == "eps_curves":  # 002's figures, from other tables' cells
         from labeldp.report.eps_curves import main_eps_curves
 
@@ -368,8 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config["tables"][args.table].get("renderer") == "regression":  # 003's figures and Table G.3
         from labeldp.report.regression import main_regression
 
-        return main_regression(config, args.table, Path(args.out_dir),
-                               Path(args.plot_dir) if args.plot_dir else None)
+        return main_regression(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
     res = build_table(config, args.table)
     out = Path(args.out_dir)
     write_csv(out / f"{args.table}.csv", tidy_rows(res))

@@ -38,43 +38,82 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
     out = []
     for col in columns(config["tables"][table]):
         cell = res.cells.get((col.id, eps))
-        runs = [r for r in cell_runs(config, table, col, eps)
-                if cell is not None and cell.best_hparams is not None and dict(r.spec.hparams) == dict(cell.best_hparams)]
-        curves = [(records.read_record(r.record_path).get("details") or {}).get("training_curves")
-                  for r in runs if os.path.exists(r.record_path)]
+        runs = [
+            r
+            for r in cell_runs(config, table, col, eps)
+            if cell is not None and cell.best_hparams is not None and dict(r.spec.hparams) == dict(cell.best_hparams)
+        ]
+        curves = [
+            (records.read_record(r.record_path).get("details") or {}).get("training_curves")
+            for r in runs
+            if os.path.exists(r.record_path)
+        ]
         curves = [c for c in curves if c and c.get("loss")]
         if not curves or len({(c["steps_per_point"], len(c["loss"])) for c in curves}) != 1:
-            why = "no record of the cell's configuration has training curves" if not curves else \
-                "the seeds' curves differ in length"
-            out.append({"figure": figure, "column": col.id, "label": col.label, "status": "not run", "reason": why,
-                        "point": None, "step": None, "loss": None, "grad_norm": None, "n_seeds": 0,
-                        "hparams": ""})
+            why = (
+                "no record of the cell's configuration has training curves"
+                if not curves
+                else "the seeds' curves differ in length"
+            )
+            out.append(
+                {
+                    "figure": figure,
+                    "column": col.id,
+                    "label": col.label,
+                    "status": "not run",
+                    "reason": why,
+                    "point": None,
+                    "step": None,
+                    "loss": None,
+                    "grad_norm": None,
+                    "n_seeds": 0,
+                    "hparams": "",
+                }
+            )
             continue
         every = curves[0]["steps_per_point"]
         means = {k: np.mean([c[k] for c in curves], axis=0) for k in CURVES}
         for i in range(len(curves[0]["loss"])):
-            out.append({"figure": figure, "column": col.id, "label": col.label, "status": "ok", "reason": "",
-                        "point": i, "step": (i + 1) * every, "loss": float(means["loss"][i]),
-                        "grad_norm": float(means["grad_norm"][i]), "n_seeds": len(curves),
-                        "hparams": " ".join(f"{k}={v}" for k, v in sorted(cell.best_hparams.items()))})
+            out.append(
+                {
+                    "figure": figure,
+                    "column": col.id,
+                    "label": col.label,
+                    "status": "ok",
+                    "reason": "",
+                    "point": i,
+                    "step": (i + 1) * every,
+                    "loss": float(means["loss"][i]),
+                    "grad_norm": float(means["grad_norm"][i]),
+                    "n_seeds": len(curves),
+                    "hparams": " ".join(f"{k}={v}" for k, v in sorted(cell.best_hparams.items())),
+                }
+            )
     return out
 
 
 def _markdown(config, figure: str, rows) -> str:
     fcfg = config["tables"][figure]
     src = fcfg["source"]
-    out = [f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})", "",
-           f"From the records of `{src['table']}` at eps {float(src['epsilon']):g}: per column, the configuration "
-           "its cell reports, the seed mean of the per-run curves (block means of the per-step training loss and "
-           "of the norm of the noisy, projected gradient). Diagnostics, not private outputs.", "",
-           "| column | configuration | seeds | max gradient norm | final loss |", "|---|---|---|---|---|"]
+    out = [
+        f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})",
+        "",
+        f"From the records of `{src['table']}` at eps {float(src['epsilon']):g}: per column, the configuration "
+        "its cell reports, the seed mean of the per-run curves (block means of the per-step training loss and "
+        "of the norm of the noisy, projected gradient). Diagnostics, not private outputs.",
+        "",
+        "| column | configuration | seeds | max gradient norm | final loss |",
+        "|---|---|---|---|---|",
+    ]
     for col in dict.fromkeys(r["column"] for r in rows):
         mine = [r for r in rows if r["column"] == col]
         if mine[0]["status"] != "ok":
             out.append(f"| {mine[0]['label']} | not run: {mine[0]['reason']} | - | - | - |")
             continue
-        out.append(f"| {mine[0]['label']} | {mine[0]['hparams']} | {mine[0]['n_seeds']} | "
-                   f"{max(r['grad_norm'] for r in mine):.4g} | {mine[-1]['loss']:.4g} |")
+        out.append(
+            f"| {mine[0]['label']} | {mine[0]['hparams']} | {mine[0]['n_seeds']} | "
+            f"{max(r['grad_norm'] for r in mine):.4g} | {mine[-1]['loss']:.4g} |"
+        )
     return "\n".join(out) + "\n"
 
 

@@ -38,8 +38,10 @@ def load_encoder(encoder_dir: str | Path) -> tuple[dict, dict]:
     d = Path(encoder_dir)
     enc, rec = d / "encoder.msgpack", d / "pretrain.json"
     if not enc.is_file() or not rec.is_file():
-        raise FileNotFoundError(f"{d}: no finished SimCLR pre-training (encoder.msgpack and pretrain.json); run "
-                                "python -m labeldp.simclr.pretrain (the pretrain_simclr rule) first")
+        raise FileNotFoundError(
+            f"{d}: no finished SimCLR pre-training (encoder.msgpack and pretrain.json); run "
+            "python -m labeldp.simclr.pretrain (the pretrain_simclr rule) first"
+        )
     variables = flax.serialization.msgpack_restore(enc.read_bytes())
     return variables, json.loads(rec.read_text())
 
@@ -66,16 +68,17 @@ def extract_features(variables: dict, images: np.ndarray, *, width: int, batch_s
     n = images.shape[0]
     out = np.empty((n, 8 * width), np.float32)
     for s in range(0, n, batch_size):
-        chunk = images[s:s + batch_size]
+        chunk = images[s : s + batch_size]
         pad = batch_size - chunk.shape[0]
         if pad:
             chunk = np.concatenate([chunk, np.zeros((pad, *chunk.shape[1:]), chunk.dtype)])
-        out[s:s + batch_size] = np.asarray(fwd(variables, chunk))[: batch_size - pad]
+        out[s : s + batch_size] = np.asarray(fwd(variables, chunk))[: batch_size - pad]
     return out
 
 
-def linear_probe_accuracy(f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_test: np.ndarray, *,
-                          seed: int = 0) -> float:
+def linear_probe_accuracy(
+    f_train: np.ndarray, y_train: np.ndarray, f_test: np.ndarray, y_test: np.ndarray, *, seed: int = 0
+) -> float:
     """Test accuracy (%) of a multinomial logistic regression on standardised features.
 
     A NON-PRIVATE diagnostic of encoder quality (000 reports 90.9% on CIFAR-10): it reads the true
@@ -104,28 +107,50 @@ def write_features(*, data: str | Path, encoder_dir: str | Path, out: str | Path
         arrays = {k: npz[k] for k in ("x_train", "y_train", "x_test", "y_test")}
         base_meta = json.loads(str(npz["metadata"][()]))
     if arrays["x_train"].ndim != 4 or arrays["x_train"].dtype != np.uint8:
-        raise ValueError(f"{data}: x_train must be uint8 images (n, H, W, C), got {arrays['x_train'].dtype} "
-                         f"{arrays['x_train'].shape}")
+        raise ValueError(
+            f"{data}: x_train must be uint8 images (n, H, W, C), got {arrays['x_train'].dtype} "
+            f"{arrays['x_train'].shape}"
+        )
     variables, record = load_encoder(encoder_dir)
     width = int(record["config"]["width"])
     f_train = extract_features(variables, arrays["x_train"], width=width)
     f_test = extract_features(variables, arrays["x_test"], width=width)
     probe = linear_probe_accuracy(f_train, arrays["y_train"], f_test, arrays["y_test"])
     meta = {
-        "dataset": dataset_name, "kind": "features", "format_version": FORMAT_VERSION,
-        "num_classes": int(base_meta["num_classes"]), "source": base_meta["source"],
-        "subset": base_meta.get("subset"), "base_dataset": base_meta.get("dataset"),
+        "dataset": dataset_name,
+        "kind": "features",
+        "format_version": FORMAT_VERSION,
+        "num_classes": int(base_meta["num_classes"]),
+        "source": base_meta["source"],
+        "subset": base_meta.get("subset"),
+        "base_dataset": base_meta.get("dataset"),
         "encoder": {
             "sha256": hashlib.sha256((Path(encoder_dir) / "encoder.msgpack").read_bytes()).hexdigest(),
-            "pretrain": {k: record.get(k) for k in ("config", "epochs_completed", "final_loss", "device",
-                                                      "images_per_second_this_process", "n_images")},
+            "pretrain": {
+                k: record.get(k)
+                for k in (
+                    "config",
+                    "epochs_completed",
+                    "final_loss",
+                    "device",
+                    "images_per_second_this_process",
+                    "n_images",
+                )
+            },
             "representation_dim": int(f_train.shape[1]),
             "linear_probe_test_accuracy_pct": probe,
         },
     }
-    _atomic_savez(Path(out), {"x_train": f_train, "y_train": arrays["y_train"].astype(np.int64),
-                              "x_test": f_test, "y_test": arrays["y_test"].astype(np.int64),
-                              "metadata": np.array(json.dumps(meta))})
+    _atomic_savez(
+        Path(out),
+        {
+            "x_train": f_train,
+            "y_train": arrays["y_train"].astype(np.int64),
+            "x_test": f_test,
+            "y_test": arrays["y_test"].astype(np.int64),
+            "metadata": np.array(json.dumps(meta)),
+        },
+    )
     return meta
 
 
@@ -137,12 +162,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dataset-name", required=True)
     args = parser.parse_args(argv)
     try:
-        meta = write_features(data=args.data, encoder_dir=args.encoder_dir, out=args.out, dataset_name=args.dataset_name)
+        meta = write_features(
+            data=args.data, encoder_dir=args.encoder_dir, out=args.out, dataset_name=args.dataset_name
+        )
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{args.out}: {meta['dataset']} features dim {meta['encoder']['representation_dim']}, linear probe "
-          f"{meta['encoder']['linear_probe_test_accuracy_pct']:.1f}%")
+    print(
+        f"{args.out}: {meta['dataset']} features dim {meta['encoder']['representation_dim']}, linear probe "
+        f"{meta['encoder']['linear_probe_test_accuracy_pct']:.1f}%"
+    )
     return 0
 
 

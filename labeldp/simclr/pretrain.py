@@ -75,8 +75,10 @@ class SimCLRConfig:
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"SimCLR config: {name} must be an integer >= 1, got {v!r} (fix ssl.{name})")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 2:
-            raise ValueError(f"SimCLR config: batch_size must be an integer >= 2 (NT-Xent needs negatives), got "
-                             f"{self.batch_size!r} (fix ssl.batch_size)")
+            raise ValueError(
+                f"SimCLR config: batch_size must be an integer >= 2 (NT-Xent needs negatives), got "
+                f"{self.batch_size!r} (fix ssl.batch_size)"
+            )
         for name in ("learning_rate", "temperature"):
             if not float(getattr(self, name)) > 0:
                 raise ValueError(f"SimCLR config: {name} must be > 0, got {getattr(self, name)!r} (fix ssl.{name})")
@@ -106,21 +108,22 @@ class PretrainResult(NamedTuple):
     record: dict
 
 
-
-
 def load_images(path: str | os.PathLike) -> np.ndarray:
     """The training images of a prepared image dataset (uint8 NHWC); labels are not read."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no prepared dataset here; build it first "
-                                "(snakemake data/prepared/<dataset>-<source>-<size>.npz)")
+        raise FileNotFoundError(
+            f"{path}: no prepared dataset here; build it first (snakemake data/prepared/<dataset>-<source>-<size>.npz)"
+        )
     with np.load(path, allow_pickle=False) as npz:
         if "x_train" not in npz.files:
             raise ValueError(f"{path}: not a prepared image dataset (no x_train); give the .npz of an image dataset")
         x = npz["x_train"]
     if x.ndim != 4 or x.dtype != np.uint8:
-        raise ValueError(f"{path}: x_train must be uint8 images (n, H, W, C), got {x.dtype} {x.shape}; SimCLR "
-                         "pre-trains on an image dataset, not on features or tabular data")
+        raise ValueError(
+            f"{path}: x_train must be uint8 images (n, H, W, C), got {x.dtype} {x.shape}; SimCLR "
+            "pre-trains on an image dataset, not on features or tabular data"
+        )
     return x
 
 
@@ -138,8 +141,7 @@ def _make_step(model, tx, temperature: float):
         views = jnp.concatenate([augment_batch(k1, images), augment_batch(k2, images)], axis=0)
 
         def loss_fn(p):
-            z, upd = model.apply({"params": p, "batch_stats": batch_stats}, views, train=True,
-                                 mutable=["batch_stats"])
+            z, upd = model.apply({"params": p, "batch_stats": batch_stats}, views, train=True, mutable=["batch_stats"])
             n = images.shape[0]
             return nt_xent(z[:n], z[n:], temperature=temperature), upd["batch_stats"]
 
@@ -150,8 +152,9 @@ def _make_step(model, tx, temperature: float):
     return step
 
 
-def pretrain(images: np.ndarray, *, config: SimCLRConfig, out_dir: str | os.PathLike,
-             progress: bool = True) -> PretrainResult:
+def pretrain(
+    images: np.ndarray, *, config: SimCLRConfig, out_dir: str | os.PathLike, progress: bool = True
+) -> PretrainResult:
     """Pre-trains SimCLR on ``images``, resuming from ``out_dir/checkpoints`` when one exists.
 
     Args:
@@ -181,13 +184,19 @@ def pretrain(images: np.ndarray, *, config: SimCLRConfig, out_dir: str | os.Path
     model = SimCLRNet(width=config.width, projection_dim=config.projection_dim)
     variables = model.init(jax.random.key(config.seed), np.zeros((2, *images.shape[1:]), np.float32), train=False)
     tx = optax.chain(optax.add_decayed_weights(config.weight_decay), optax.adam(config.learning_rate))
-    state = {"params": variables["params"], "batch_stats": variables["batch_stats"],
-             "opt_state": tx.init(variables["params"]), "epoch": np.zeros((), np.int64),
-             "loss_curve": np.full((config.epochs,), np.nan, np.float64)}
+    state = {
+        "params": variables["params"],
+        "batch_stats": variables["batch_stats"],
+        "opt_state": tx.init(variables["params"]),
+        "epoch": np.zeros((), np.int64),
+        "loss_curve": np.full((config.epochs,), np.nan, np.float64),
+    }
     cfg_path = out / "simclr_config.json"  # a checkpoint directory belongs to one configuration
     if cfg_path.exists() and json.loads(cfg_path.read_text()) != config.to_dict():
-        raise ValueError(f"{out} holds checkpoints of another SimCLR configuration ({cfg_path}); give a new --out-dir "
-                         "(the workflow names it by the ssl id) or delete that directory to start over")
+        raise ValueError(
+            f"{out} holds checkpoints of another SimCLR configuration ({cfg_path}); give a new --out-dir "
+            "(the workflow names it by the ssl id) or delete that directory to start over"
+        )
     if not cfg_path.exists():
         from labeldp.records import write_json_atomic
 
@@ -210,20 +219,32 @@ def pretrain(images: np.ndarray, *, config: SimCLRConfig, out_dir: str | os.Path
         losses = []
         t0 = time.perf_counter()
         for b in range(steps_per_epoch):
-            idx = order[b * bs:(b + 1) * bs]
+            idx = order[b * bs : (b + 1) * bs]
             key = jax.random.fold_in(base, epoch * steps_per_epoch + b)
             params, stats, opt_state, loss = step(params, stats, opt_state, x_dev[idx], key)
             losses.append(loss)
             bar.update(1)
             if b % 10 == 0:
-                bar.set_postfix(loss=f"{float(loss):.3f}", img_s=f"{(seen + (b + 1) * bs) / max(seconds + time.perf_counter() - t0, 1e-9):.0f}")
+                bar.set_postfix(
+                    loss=f"{float(loss):.3f}",
+                    img_s=f"{(seen + (b + 1) * bs) / max(seconds + time.perf_counter() - t0, 1e-9):.0f}",
+                )
         loss_curve[epoch] = float(np.mean([float(v) for v in losses]))
         seconds += time.perf_counter() - t0
         seen += steps_per_epoch * bs
         if (epoch + 1) % config.checkpoint_every == 0 or epoch + 1 == config.epochs:
-            mngr.save(epoch + 1, args=ocp.args.StandardSave(
-                {"params": params, "batch_stats": stats, "opt_state": opt_state,
-                 "epoch": np.asarray(epoch + 1, np.int64), "loss_curve": loss_curve}))
+            mngr.save(
+                epoch + 1,
+                args=ocp.args.StandardSave(
+                    {
+                        "params": params,
+                        "batch_stats": stats,
+                        "opt_state": opt_state,
+                        "epoch": np.asarray(epoch + 1, np.int64),
+                        "loss_curve": loss_curve,
+                    }
+                ),
+            )
             mngr.wait_until_finished()
     bar.close()
     mngr.close()
@@ -237,10 +258,15 @@ def pretrain(images: np.ndarray, *, config: SimCLRConfig, out_dir: str | os.Path
         "resumed_from_epoch": None if resumed_from is None else int(resumed_from),
         "loss_curve": [None if math.isnan(v) else float(v) for v in loss_curve],
         "final_loss": float(loss_curve[-1]),
-        "n_images": n, "input_shape": list(images.shape[1:]), "steps_per_epoch": steps_per_epoch,
-        "effective_batch_size": bs, "representation_dim": 8 * config.width,
-        "seconds_this_process": seconds, "images_per_second_this_process": seen / seconds if seconds else None,
-        "device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}", "jax_backend": jax.default_backend(),
+        "n_images": n,
+        "input_shape": list(images.shape[1:]),
+        "steps_per_epoch": steps_per_epoch,
+        "effective_batch_size": bs,
+        "representation_dim": 8 * config.width,
+        "seconds_this_process": seconds,
+        "images_per_second_this_process": seen / seconds if seconds else None,
+        "device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}",
+        "jax_backend": jax.default_backend(),
         "optimizer": "add_decayed_weights(weight_decay) + adam(learning_rate) (coupled L2, as torch Adam)",
         "labels_read": False,
     }

@@ -37,8 +37,9 @@ def test_debiased_loss_is_unbiased_for_every_loss_pair(eps1):
 
 
 def test_truncated_model_ignores_sensitive_features_and_their_parameters():
-    model = AdsMLP(hidden=(8,), vocab_sizes=(5, 5), embed_dims=(3, 3), sensitive_cat=(False, True),
-                   sensitive_num=(True,))
+    model = AdsMLP(
+        hidden=(8,), vocab_sizes=(5, 5), embed_dims=(3, 3), sensitive_cat=(False, True), sensitive_num=(True,)
+    )
     rng = np.random.default_rng(1)
     x_num, x_cat = rng.normal(size=(6, 1)).astype(np.float32), rng.integers(0, 5, (6, 2)).astype(np.int32)
     params = init_params(model, x_num, x_cat, seed=0)
@@ -53,19 +54,33 @@ def test_truncated_model_ignores_sensitive_features_and_their_parameters():
     assert not np.allclose(full(params, (x_num, x_cat)), full(params, (x_num2, x_cat2)))
 
 
-HP = {"learning_rate": 1e-2, "epochs": 2, "batch_size": 64, "dp_learning_rate": 1e-2, "dp_epochs": 1,
-      "dp_batch_size": 64, "clip_norm": 1.0}
+HP = {
+    "learning_rate": 1e-2,
+    "epochs": 2,
+    "batch_size": 64,
+    "dp_learning_rate": 1e-2,
+    "dp_epochs": 1,
+    "dp_batch_size": 64,
+    "clip_norm": 1.0,
+}
 
 
-@pytest.mark.parametrize("method, keys", [("hybrid", None), ("hybrid_rr", ("learning_rate", "epochs", "batch_size")),
-                                          ("hybrid_dpsgd", ("dp_learning_rate", "dp_epochs", "dp_batch_size", "clip_norm"))])
+@pytest.mark.parametrize(
+    "method, keys",
+    [
+        ("hybrid", None),
+        ("hybrid_rr", ("learning_rate", "epochs", "batch_size")),
+        ("hybrid_dpsgd", ("dp_learning_rate", "dp_epochs", "dp_batch_size", "clip_norm")),
+    ],
+)
 def test_each_method_composes_its_phases_budgets(data, method, keys):
     import importlib
 
     mod = importlib.import_module(f"baselines.{method}")
     hp = {k: HP[k] for k in (keys or HP)}
-    spec = RunSpec(dataset="criteo_attribution", method=method, variant="default", epsilon=5.0, delta=1e-5, seed=0,
-                   hparams=hp)
+    spec = RunSpec(
+        dataset="criteo_attribution", method=method, variant="default", epsilon=5.0, delta=1e-5, seed=0, hparams=hp
+    )
     res = mod.run(data, spec)
     d, p = res.details, res.privacy
     assert d["epsilon1"] + d["epsilon2"] == pytest.approx(5.0)
@@ -90,9 +105,22 @@ def test_on_002s_random_split_the_record_states_no_data_deviation(tmp_path):
     from labeldp.data.tabular import load_prepared_tabular
 
     criteo_attribution.write_standin(tmp_path / "raw", n_rows=1500, seed=1)
-    view = load_prepared_tabular(criteo_attribution.prepare_dataset(
-        raw_dir=tmp_path / "raw", out_path=tmp_path / "v.npz", source="synthetic_standin", split="random_80_20",
-        view="criteo_attribution_random_80_20"))
-    spec = RunSpec(dataset="criteo_attribution_random_80_20", method="hybrid_rr", variant="default", epsilon=5.0,
-                   delta=1e-5, seed=0, hparams={k: HP[k] for k in ("learning_rate", "epochs", "batch_size")})
+    view = load_prepared_tabular(
+        criteo_attribution.prepare_dataset(
+            raw_dir=tmp_path / "raw",
+            out_path=tmp_path / "v.npz",
+            source="synthetic_standin",
+            split="random_80_20",
+            view="criteo_attribution_random_80_20",
+        )
+    )
+    spec = RunSpec(
+        dataset="criteo_attribution_random_80_20",
+        method="hybrid_rr",
+        variant="default",
+        epsilon=5.0,
+        delta=1e-5,
+        seed=0,
+        hparams={k: HP[k] for k in ("learning_rate", "epochs", "batch_size")},
+    )
     assert hybrid_rr.run(view, spec).details["data_deviation"] is None

@@ -20,11 +20,19 @@ def test_user_level_delta_inverts_the_item_level_budget(eps, delta, k):
     assert hybrid_user.user_level_delta(item_epsilon=item.epsilon, item_delta=item.delta, k=k) == pytest.approx(delta)
     # Proposition 6 directly: d * sum_{j<k} e^{j e}
     assert hybrid_user.user_level_delta(item_epsilon=0.3, item_delta=1e-6, k=k) == pytest.approx(
-        1e-6 * sum(math.exp(j * 0.3) for j in range(k)))
+        1e-6 * sum(math.exp(j * 0.3) for j in range(k))
+    )
 
 
-HP = {"learning_rate": 1e-2, "epochs": 1, "batch_size": 64, "dp_learning_rate": 1e-2, "dp_epochs": 1,
-      "dp_batch_size": 64, "clip_norm": 1.0}
+HP = {
+    "learning_rate": 1e-2,
+    "epochs": 1,
+    "batch_size": 64,
+    "dp_learning_rate": 1e-2,
+    "dp_epochs": 1,
+    "dp_batch_size": 64,
+    "clip_norm": 1.0,
+}
 
 
 def _run(data, split, k, eps=5.0, monkeypatch=None, seen=None):
@@ -36,13 +44,24 @@ def _run(data, split, k, eps=5.0, monkeypatch=None, seen=None):
         real = H.train_hybrid
 
         def spy(model, **kw):
-            seen.update(phase2_rows=len(kw["y"]), phase1_rows=None if kw["phase1_rows"] is None else len(kw["phase1_rows"][2]),
-                        eps1=kw["eps1"])
+            seen.update(
+                phase2_rows=len(kw["y"]),
+                phase1_rows=None if kw["phase1_rows"] is None else len(kw["phase1_rows"][2]),
+                eps1=kw["eps1"],
+            )
             return real(model, **kw)
 
         monkeypatch.setattr(H, "train_hybrid", spy)
-    spec = RunSpec(dataset="criteo_attribution", method="hybrid_user_level", variant=f"{split}_k{k}", epsilon=eps,
-                   delta=1e-5, seed=0, hparams=HP, options={"examples_per_user": k, "phase_split": split})
+    spec = RunSpec(
+        dataset="criteo_attribution",
+        method="hybrid_user_level",
+        variant=f"{split}_k{k}",
+        epsilon=eps,
+        delta=1e-5,
+        seed=0,
+        hparams=HP,
+        options={"examples_per_user": k, "phase_split": split},
+    )
     return importlib.import_module("baselines.hybrid_user_level").run(data, spec)
 
 
@@ -100,19 +119,30 @@ def test_user_level_epsilon_is_a_certified_fixed_point():
     assert e == pytest.approx(eps_at(d), rel=2e-4)  # tight: not a loose upper bound
 
 
-@pytest.mark.parametrize("options, hp, match", [
-    ({"examples_per_user": 2}, HP, "phase_split"),
-    ({"examples_per_user": 0, "phase_split": "rr"}, HP, "integer >= 1"),
-    ({"examples_per_user": 2.5, "phase_split": "rr"}, HP, "integer >= 1"),
-    ({"examples_per_user": None, "phase_split": "rr"}, HP, "integer >= 1"),
-    ({"examples_per_user": 2, "phase_split": "both"}, HP, "phase_split must be"),
-    ({"examples_per_user": 2, "phase_split": "hybrid"}, {**HP, "epochs": 0}, "epochs"),
-    ({"examples_per_user": 2, "phase_split": "dpsgd"}, {**HP, "dp_batch_size": 10 ** 7}, "exceeds"),
-])
+@pytest.mark.parametrize(
+    "options, hp, match",
+    [
+        ({"examples_per_user": 2}, HP, "phase_split"),
+        ({"examples_per_user": 0, "phase_split": "rr"}, HP, "integer >= 1"),
+        ({"examples_per_user": 2.5, "phase_split": "rr"}, HP, "integer >= 1"),
+        ({"examples_per_user": None, "phase_split": "rr"}, HP, "integer >= 1"),
+        ({"examples_per_user": 2, "phase_split": "both"}, HP, "phase_split must be"),
+        ({"examples_per_user": 2, "phase_split": "hybrid"}, {**HP, "epochs": 0}, "epochs"),
+        ({"examples_per_user": 2, "phase_split": "dpsgd"}, {**HP, "dp_batch_size": 10**7}, "exceeds"),
+    ],
+)
 def test_bad_variant_options_are_refused_with_the_fix(data, options, hp, match):
     import importlib
 
-    spec = RunSpec(dataset="criteo_attribution", method="hybrid_user_level", variant="x", epsilon=1.0, delta=1e-5,
-                   seed=0, hparams=hp, options=options)
+    spec = RunSpec(
+        dataset="criteo_attribution",
+        method="hybrid_user_level",
+        variant="x",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options=options,
+    )
     with pytest.raises(ValueError, match=match):
         importlib.import_module("baselines.hybrid_user_level").run(data, spec)

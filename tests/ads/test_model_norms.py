@@ -17,8 +17,14 @@ from labeldp.denoisers.linear_maps import jacobian_matrix
 
 def _setup(seed=0, n=40):
     rng = np.random.default_rng(seed)
-    model = AdsMLP(hidden=(16, 8), vocab_sizes=(7, 5, 9), embed_dims=(3, 2, 4), output_bias=0.3,
-                   sensitive_cat=(False, True, False), sensitive_num=(True, False))
+    model = AdsMLP(
+        hidden=(16, 8),
+        vocab_sizes=(7, 5, 9),
+        embed_dims=(3, 2, 4),
+        output_bias=0.3,
+        sensitive_cat=(False, True, False),
+        sensitive_num=(True, False),
+    )
     x_num = rng.normal(size=(n, 2)).astype(np.float32)
     x_cat = np.stack([rng.integers(0, v, size=n) for v in (7, 5, 9)], axis=1).astype(np.int32)
     x_cat[:3] = 0  # the missing/unseen row too
@@ -56,8 +62,9 @@ def test_mask_zeroes_rows_and_hull_column_norms_uses_the_models_norms(monkeypatc
     f = two_class_logits(model)
     calls = []
     real = f.column_norms
-    monkeypatch.setattr(f, "column_norms", lambda p, xx, mask=None: calls.append(1) or real(p, xx, mask=mask),
-                        raising=True)
+    monkeypatch.setattr(
+        f, "column_norms", lambda p, xx, mask=None: calls.append(1) or real(p, xx, mask=mask), raising=True
+    )
     got = np.asarray(hull_converged.column_norms(f, params, x, mask=mask))
     assert calls, "hull_converged.column_norms did not use the model's own norms"
     np.testing.assert_allclose(got, _dense_norms(model, params, x, False, mask=mask), rtol=2e-5, atol=1e-7)

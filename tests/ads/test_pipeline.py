@@ -24,8 +24,16 @@ def data(tmp_path_factory):
 
 def _spec(method, eps, k, **hp):
     hparams = {"learning_rate": 1e-2, "epochs": 2, "batch_size": 32, **hp}
-    return RunSpec(dataset="criteo_attribution", method=method, variant=f"k{k}" if k else "default", epsilon=eps,
-                   delta=1e-5, seed=0, hparams=hparams, options={"examples_per_user": k} if k else {})
+    return RunSpec(
+        dataset="criteo_attribution",
+        method=method,
+        variant=f"k{k}" if k else "default",
+        epsilon=eps,
+        delta=1e-5,
+        seed=0,
+        hparams=hparams,
+        options={"examples_per_user": k} if k else {},
+    )
 
 
 def test_user_arrays_give_every_user_exactly_k_of_its_own_rows(data):
@@ -73,7 +81,8 @@ def test_user_level_epsilon_is_dp_accountings_for_the_user_sampling_that_ran(dat
     res = run_ads_method(data, _spec("dpsgd", 2.0, 5, clip_norm=1.0), method="dpsgd")
     q, steps, sigma = res.details["sampling_rate"], res.details["steps"], res.details["noise_multiplier"]
     event = dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+    )
     NR = dp_accounting.NeighboringRelation
     for relation, nr in (("add_or_remove", NR.ADD_OR_REMOVE_ONE), ("label_substitution", NR.REPLACE_ONE)):
         acc = pld_privacy_accountant.PLDAccountant(nr)

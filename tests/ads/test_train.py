@@ -46,8 +46,14 @@ def test_embedding_rules():
 def test_nonprivate_training_learns_the_planted_signal():
     x_num, x_cat, y = _data()
     model = _model()
-    res = train_on_labels(model, x_num=x_num[:3000], x_cat=x_cat[:3000], y=y[:3000],
-                          config=AdsTrainConfig(learning_rate=1e-2, epochs=3, batch_size=256), seed=0)
+    res = train_on_labels(
+        model,
+        x_num=x_num[:3000],
+        x_cat=x_cat[:3000],
+        y=y[:3000],
+        config=AdsTrainConfig(learning_rate=1e-2, epochs=3, batch_size=256),
+        seed=0,
+    )
     auc = roc_auc_score(y[3000:], predict_proba(model, res.params, x_num[3000:], x_cat[3000:]))
     assert not res.diverged and auc > 0.75
 
@@ -59,13 +65,17 @@ def test_a_users_gradient_is_the_sum_over_its_examples_clipped_as_one_unit():
     xn, xc, yu = x_num.reshape(users, k, 1), x_cat.reshape(users, k, 2), y.reshape(users, k)
     params = init_params(model, x_num, x_cat, seed=1)
     logits = two_class_logits(model)
-    step = make_dpsgd_step(optimizer=optax.sgd(0.1), logits_fn=logits,
-                           config=DPSGDConfig(clip_norm=clip, noise_multiplier=0.0, expected_batch_size=users,
-                                              sampling="shuffle", unit="user"))
+    step = make_dpsgd_step(
+        optimizer=optax.sgd(0.1),
+        logits_fn=logits,
+        config=DPSGDConfig(
+            clip_norm=clip, noise_multiplier=0.0, expected_batch_size=users, sampling="shuffle", unit="user"
+        ),
+    )
     total, stats = step.clipped_sum(params, Batch(x=(xn, xc), y=yu, mask=np.ones(users, bool)), jax.random.PRNGKey(0))
 
     def example_loss(p, i):
-        return cross_entropy(logits(p, (x_num[i:i + 1], x_cat[i:i + 1]))[0], y[i])
+        return cross_entropy(logits(p, (x_num[i : i + 1], x_cat[i : i + 1]))[0], y[i])
 
     flat = lambda t: np.concatenate([np.ravel(a) for a in jax.tree_util.tree_leaves(t)])  # noqa: E731
     expected = 0.0
@@ -83,17 +93,31 @@ def _noiseless_plan(*, users, n1, steps):
 
     from labeldp.dpsgd.training_plan import DPTrainingPlan
 
-    return DPTrainingPlan(n=users, expected_batch_size=n1, sampling="poisson", steps=steps, amplification=True,
-                          accounting=types.SimpleNamespace(noise_multiplier=0.0), seconds=0.0)
+    return DPTrainingPlan(
+        n=users,
+        expected_batch_size=n1,
+        sampling="poisson",
+        steps=steps,
+        amplification=True,
+        accounting=types.SimpleNamespace(noise_multiplier=0.0),
+        seconds=0.0,
+    )
 
 
 def test_user_level_dpsgd_runs_the_accounted_number_of_steps_and_learns_without_noise():
     x_num, x_cat, y = _data(3000)
     users, k = 1000, 3
     model = _model()
-    res = train_user_level(model, x_num=x_num.reshape(users, k, 1), x_cat=x_cat.reshape(users, k, 2),
-                           y=y.reshape(users, k), config=AdsTrainConfig(learning_rate=1e-2, epochs=2, batch_size=100),
-                           clip_norm=10.0, plan=_noiseless_plan(users=users, n1=100, steps=20), seed=0)
+    res = train_user_level(
+        model,
+        x_num=x_num.reshape(users, k, 1),
+        x_cat=x_cat.reshape(users, k, 2),
+        y=y.reshape(users, k),
+        config=AdsTrainConfig(learning_rate=1e-2, epochs=2, batch_size=100),
+        clip_norm=10.0,
+        plan=_noiseless_plan(users=users, n1=100, steps=20),
+        seed=0,
+    )
     assert res.steps == 20 and not res.diverged
     xt_num, xt_cat, yt = _data(1000, seed=5)
     assert roc_auc_score(yt, predict_proba(model, res.params, xt_num, xt_cat)) > 0.7

@@ -24,22 +24,41 @@ CLASSIFIERS = ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro", "
 
 def _data(n_train=256, n_test=64, k=10, seed=0):
     rng = np.random.default_rng(seed)
-    return PreparedData(x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-                        y_train=rng.integers(0, k, n_train), x_test=rng.integers(0, 256, (n_test, 28, 28, 1),
-                                                                               dtype=np.uint8),
-                        y_test=rng.integers(0, k, n_test), num_classes=k, name="mnist", source="official",
-                        subset=None)
+    return PreparedData(
+        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
+        y_train=rng.integers(0, k, n_train),
+        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
+        y_test=rng.integers(0, k, n_test),
+        num_classes=k,
+        name="mnist",
+        source="official",
+        subset=None,
+    )
 
 
 def _spec(method, eps=4.0, seed=0):
-    hp = {"learning_rate": 0.1, "epochs": 1, "batch_size": 64, "clip_norm": 5.0, "proj_step_size": "auto",
-          "proj_steps": 3, "smoothing": 0.75}
+    hp = {
+        "learning_rate": 0.1,
+        "epochs": 1,
+        "batch_size": 64,
+        "clip_norm": 5.0,
+        "proj_step_size": "auto",
+        "proj_steps": 3,
+        "smoothing": 0.75,
+    }
     mod = registry.get_method(method)
     axes = tuple(mod.HYPERPARAMETERS)
     options = {"denoiser": "alt_conv", "alt_batch_size": 16} if method == "labeldp_pro" else {}
-    return RunSpec(dataset="mnist", method=method, variant="default", epsilon=eps if method != "nonprivate" else
-                   float("inf"), delta=1e-5 if method in ("dpsgd", "labeldp_pro", "dpsgd_opacus") else 0.0,
-                   seed=seed, hparams={a: hp[a] for a in axes}, options=options)
+    return RunSpec(
+        dataset="mnist",
+        method=method,
+        variant="default",
+        epsilon=eps if method != "nonprivate" else float("inf"),
+        delta=1e-5 if method in ("dpsgd", "labeldp_pro", "dpsgd_opacus") else 0.0,
+        seed=seed,
+        hparams={a: hp[a] for a in axes},
+        options=options,
+    )
 
 
 def test_canary_data_relabels_exactly_the_canaries():
@@ -110,14 +129,38 @@ def test_audit_plan_of_the_cpu_config(tmp_path):
 
 def _fake_audit_record(run, *, r, v, sub, ar=None, valid=True, lb=0.0):
     by_rel = {"label_substitution": sub} if ar is None else {"label_substitution": sub, "add_or_remove": ar}
-    rec = {"schema_version": 1, "run_id": "x", "dataset": {"name": "mnist", "source": "official"},
-           "method": run.spec.method, "variant": "default", "seed": run.spec.seed, "hparams": {},
-           "privacy": {"target_epsilon": run.spec.epsilon, "epsilon": sub if ar is None else ar, "delta": 1e-5,
-                       "valid": valid, "invalid_reason": None, "epsilon_by_relation": by_rel},
-           "metrics": {"test_accuracy_pct": 50.0}, "timings": {}, "environment": {}, "config": {}, "created": "now",
-           "audit": {"epsilon_lower_bound": lb, "confidence": 0.95, "num_canaries": 1000, "best_num_guesses": r,
-                     "best_num_correct": v, "train_subset": 10000, "delta": 1e-5,
-                     "per_count": [{"num_guesses": r, "num_correct": v, "epsilon_lower_bound": lb}]}}
+    rec = {
+        "schema_version": 1,
+        "run_id": "x",
+        "dataset": {"name": "mnist", "source": "official"},
+        "method": run.spec.method,
+        "variant": "default",
+        "seed": run.spec.seed,
+        "hparams": {},
+        "privacy": {
+            "target_epsilon": run.spec.epsilon,
+            "epsilon": sub if ar is None else ar,
+            "delta": 1e-5,
+            "valid": valid,
+            "invalid_reason": None,
+            "epsilon_by_relation": by_rel,
+        },
+        "metrics": {"test_accuracy_pct": 50.0},
+        "timings": {},
+        "environment": {},
+        "config": {},
+        "created": "now",
+        "audit": {
+            "epsilon_lower_bound": lb,
+            "confidence": 0.95,
+            "num_canaries": 1000,
+            "best_num_guesses": r,
+            "best_num_correct": v,
+            "train_subset": 10000,
+            "delta": 1e-5,
+            "per_count": [{"num_guesses": r, "num_correct": v, "epsilon_lower_bound": lb}],
+        },
+    }
     records.write_record(run.record_path, rec)
 
 
@@ -138,7 +181,10 @@ def test_table_verdicts_and_the_check_fails_loudly(tmp_path, capsys):
     audit_table.write_table(cfg, tmp_path / "reports/audit")
     assert audit_table.check(tmp_path / "reports/audit/audit.csv") == 1
     err = capsys.readouterr().err
-    assert "PRIVACY TEST FAILED: DP-SGD eps 1.0 seed 0: audited lower bound 2.737 > claimed label-substitution eps 1.880" in err
+    assert (
+        "PRIVACY TEST FAILED: DP-SGD eps 1.0 seed 0: audited lower bound 2.737 > claimed label-substitution eps 1.880"
+        in err
+    )
     # a claim above what the game can detect is said to be untestable
     _fake_audit_record(dp, r=10, v=5, sub=30.0, ar=20.0)
     rows = audit_table.write_table(cfg, tmp_path / "reports/audit")

@@ -15,8 +15,15 @@ from tests.baselines.test_label_baselines import _fake_data
 
 
 def _spec(**kw):
-    base = dict(dataset="mnist", method="dpsgd_opacus", variant="default", epsilon=1.0, delta=1e-5, seed=3,
-                hparams={"learning_rate": 0.1, "epochs": 2, "batch_size": 64, "clip_norm": 1.0})
+    base = dict(
+        dataset="mnist",
+        method="dpsgd_opacus",
+        variant="default",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=3,
+        hparams={"learning_rate": 0.1, "epochs": 2, "batch_size": 64, "clip_norm": 1.0},
+    )
     base.update(kw)
     return RunSpec(**base)
 
@@ -118,7 +125,9 @@ def test_per_sample_gradients_sum_to_the_batch_gradient_for_every_layer(data):
     # the guard catches the broken layout (if this Opacus/PyTorch pair still has the bug) and
     # never passes wrong per-sample gradients
     bad = _opacus_backward(torch.from_numpy(x).permute(0, 3, 1, 2), y)
-    per_layer = {n: float((p.grad_sample.sum(0) / 64 - p.grad).norm() / p.grad.norm()) for n, p in bad.named_parameters()}
+    per_layer = {
+        n: float((p.grad_sample.sum(0) / 64 - p.grad).norm() / p.grad.norm()) for n, p in bad.named_parameters()
+    }
     if max(per_layer.values()) > 1e-3:
         with pytest.raises(RuntimeError, match="do not sum to the batch gradient"):
             dpsgd_opacus.check_per_sample_gradients(bad, 64)

@@ -59,23 +59,21 @@ def assert_rows_match(counts, probs, p_min=P_MIN):
 @pytest.mark.parametrize("epsilon,k", [(0.5, 10), (2.0, 10), (1.0, 3)])
 def test_rr_noise_has_rr_distribution(module, epsilon, k):
     y = np.repeat(np.arange(k), 20_000)
-    noisy, weights = module.noisy_targets(y, num_classes=k, epsilon=epsilon,
-                                          rng=np.random.default_rng([7, k]))
+    noisy, weights = module.noisy_targets(y, num_classes=k, epsilon=epsilon, rng=np.random.default_rng([7, k]))
     assert noisy.shape == y.shape and weights.shape == (y.size, k)
-    assert_rows_match(_transition_counts(y, noisy, k),
-                      cls.randomized_response_matrix(num_classes=k, epsilon=epsilon))
+    assert_rows_match(_transition_counts(y, noisy, k), cls.randomized_response_matrix(num_classes=k, epsilon=epsilon))
     if module is rr:
         np.testing.assert_array_equal(weights, np.eye(k, dtype=np.float32)[noisy])
     else:
-        np.testing.assert_allclose(
-            weights, cls.rr_debiased_weights(noisy, num_classes=k, epsilon=epsilon), rtol=1e-6)
+        np.testing.assert_allclose(weights, cls.rr_debiased_weights(noisy, num_classes=k, epsilon=epsilon), rtol=1e-6)
 
 
 def test_rr_and_rr_debiased_share_noisy_labels_for_a_seed():
     y = np.arange(500) % 10
     a, _ = rr.noisy_targets(y, num_classes=10, epsilon=1.0, rng=common.label_rng(3, common.STREAM_RANDOMIZED_RESPONSE))
-    b, _ = rr_debiased.noisy_targets(y, num_classes=10, epsilon=1.0,
-                                     rng=common.label_rng(3, common.STREAM_RANDOMIZED_RESPONSE))
+    b, _ = rr_debiased.noisy_targets(
+        y, num_classes=10, epsilon=1.0, rng=common.label_rng(3, common.STREAM_RANDOMIZED_RESPONSE)
+    )
     np.testing.assert_array_equal(a, b)
 
 
@@ -90,8 +88,9 @@ def test_rr_debiased_targets_are_unbiased(epsilon, k):
     scale = max(1.0, np.abs(w_out).max())
     np.testing.assert_allclose(expected, np.eye(k), atol=1e-12 * scale * k)
     # The module's float32 targets are those weights.
-    noisy, w = rr_debiased.noisy_targets(np.repeat(y_all, 3), num_classes=k, epsilon=epsilon,
-                                         rng=np.random.default_rng(0))
+    noisy, w = rr_debiased.noisy_targets(
+        np.repeat(y_all, 3), num_classes=k, epsilon=epsilon, rng=np.random.default_rng(0)
+    )
     np.testing.assert_allclose(w, w_out[noisy], rtol=1e-6, atol=1e-6 * scale)
     if epsilon < 5:
         assert w.min() < 0  # negative weights are intended
@@ -136,11 +135,15 @@ def test_alibi_refinement_uses_model_softmax_as_prior():
     import jax
     import jax.numpy as jnp
 
-    step = np.asarray(jax.jit(lambda zz, ll: alibi.step_targets(zz, ll, epsilon=eps))(
-        jnp.asarray(z, jnp.float32), jnp.asarray(logits, jnp.float32)))
+    step = np.asarray(
+        jax.jit(lambda zz, ll: alibi.step_targets(zz, ll, epsilon=eps))(
+            jnp.asarray(z, jnp.float32), jnp.asarray(logits, jnp.float32)
+        )
+    )
     np.testing.assert_allclose(step, refined, atol=2e-5)
     grad = jax.grad(lambda ll: jnp.sum(alibi.step_targets(jnp.asarray(z, jnp.float32), ll, epsilon=eps)[:, 0]))(
-        jnp.asarray(logits, jnp.float32))
+        jnp.asarray(logits, jnp.float32)
+    )
     assert np.all(np.asarray(grad) == 0)
 
 
@@ -177,8 +180,13 @@ def test_lp2st_stages_partition_and_query_each_label_once(monkeypatch):
     monkeypatch.setattr(cls, "randomized_response", spy_rr)
     monkeypatch.setattr(cls, "rr_with_prior", spy_rwp)
     calls = []
-    plan = lp_2st.plan_stages(y, num_classes=k, epsilon=eps, rng=np.random.default_rng([1, 4]),
-                              fit_stage1=_fixed_logits_trainer(logits, calls))
+    plan = lp_2st.plan_stages(
+        y,
+        num_classes=k,
+        epsilon=eps,
+        rng=np.random.default_rng([1, 4]),
+        fit_stage1=_fixed_logits_trainer(logits, calls),
+    )
     i1, i2 = plan.stage1_idx, plan.stage2_idx
     # Disjoint, covering, 40% / 60%.
     assert np.intersect1d(i1, i2).size == 0
@@ -203,21 +211,20 @@ def test_lp2st_stages_partition_and_query_each_label_once(monkeypatch):
     expected_keep = []
     for j, i in enumerate(i1):
         ranked = sorted(range(k), key=lambda c: (-logits[i, c], c))
-        expected_keep.append(plan.stage1_noisy[j] in ranked[:plan.filter_k])
+        expected_keep.append(plan.stage1_noisy[j] in ranked[: plan.filter_k])
     np.testing.assert_array_equal(plan.stage1_keep, np.array(expected_keep))
     assert 0 < plan.num_stage1_kept < i1.size
     # Stage-2 training set: all stage-2 labels plus the kept stage-1 labels.
     np.testing.assert_array_equal(plan.train_idx, np.concatenate([i2, i1[plan.stage1_keep]]))
-    np.testing.assert_array_equal(plan.train_labels,
-                                  np.concatenate([plan.stage2_noisy, plan.stage1_noisy[plan.stage1_keep]]))
-    # Stage-2 priors are the stage-1 model's softmax: k* per example matches.
     np.testing.assert_array_equal(
-        plan.stage2_k, cls.rr_with_prior_optimal_k(common.softmax(logits[i2]), epsilon=eps))
+        plan.train_labels, np.concatenate([plan.stage2_noisy, plan.stage1_noisy[plan.stage1_keep]])
+    )
+    # Stage-2 priors are the stage-1 model's softmax: k* per example matches.
+    np.testing.assert_array_equal(plan.stage2_k, cls.rr_with_prior_optimal_k(common.softmax(logits[i2]), epsilon=eps))
 
 
 def test_lp2st_oracle_refuses_a_second_query():
-    oracle = lp_2st.LabelOracle(np.arange(10) % 3, num_classes=3, epsilon=1.0,
-                                rng=np.random.default_rng(0))
+    oracle = lp_2st.LabelOracle(np.arange(10) % 3, num_classes=3, epsilon=1.0, rng=np.random.default_rng(0))
     oracle.randomized_response([0, 1, 2])
     with pytest.raises(RuntimeError, match="twice"):
         oracle.rr_with_prior([2, 3], np.full((2, 3), 1 / 3))
@@ -237,12 +244,17 @@ def test_lp2st_label_noise_has_mechanism_distributions():
     prior = common.softmax(row)
     k_star = int(cls.rr_with_prior_optimal_k(prior, epsilon=eps))
     assert 1 < k_star < k  # a non-trivial RRTop-k
-    plan = lp_2st.plan_stages(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(3),
-                              fit_stage1=_fixed_logits_trainer(logits, []))
-    assert_rows_match(_transition_counts(y[plan.stage1_idx], plan.stage1_noisy, k),
-                      cls.randomized_response_matrix(num_classes=k, epsilon=eps))
-    assert_rows_match(_transition_counts(y[plan.stage2_idx], plan.stage2_noisy, k),
-                      cls.rr_with_prior_probabilities(prior, epsilon=eps))
+    plan = lp_2st.plan_stages(
+        y, num_classes=k, epsilon=eps, rng=np.random.default_rng(3), fit_stage1=_fixed_logits_trainer(logits, [])
+    )
+    assert_rows_match(
+        _transition_counts(y[plan.stage1_idx], plan.stage1_noisy, k),
+        cls.randomized_response_matrix(num_classes=k, epsilon=eps),
+    )
+    assert_rows_match(
+        _transition_counts(y[plan.stage2_idx], plan.stage2_noisy, k),
+        cls.rr_with_prior_probabilities(prior, epsilon=eps),
+    )
     assert np.all(plan.stage2_k == k_star) and plan.filter_k == k_star
     # With the same prior everywhere, the kept stage-1 labels are those in the top-k* classes.
     top = np.argsort(-row, kind="stable")[:k_star]
@@ -267,10 +279,12 @@ METHODS = [rr, rr_debiased, alibi, lp_2st]
 
 
 def test_module_top_levels_are_light():
-    code = ("import sys, baselines.rr, baselines.rr_debiased, baselines.alibi, baselines.lp_2st, "
-            "baselines.common\n"
-            "heavy = [m for m in ('numpy', 'jax', 'flax', 'optax', 'torch', 'scipy') if m in sys.modules]\n"
-            "assert not heavy, heavy")
+    code = (
+        "import sys, baselines.rr, baselines.rr_debiased, baselines.alibi, baselines.lp_2st, "
+        "baselines.common\n"
+        "heavy = [m for m in ('numpy', 'jax', 'flax', 'optax', 'torch', 'scipy') if m in sys.modules]\n"
+        "assert not heavy, heavy"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -292,13 +306,24 @@ def _fake_data(n_train=256, n_test=128, k=10, seed=0):
         y_train=rng.integers(0, k, n_train),
         x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
         y_test=rng.integers(0, k, n_test),
-        num_classes=k, name="mnist", source="fake", subset=None)
+        num_classes=k,
+        name="mnist",
+        source="fake",
+        subset=None,
+    )
 
 
 def _spec(method, *, epsilon=1.0, seed=0, epochs=1, options=None):
-    return RunSpec(dataset="mnist", method=method, variant="default", epsilon=epsilon, delta=0.0,
-                   seed=seed, hparams={"learning_rate": 0.1, "epochs": epochs, "batch_size": 64},
-                   options=options or {})
+    return RunSpec(
+        dataset="mnist",
+        method=method,
+        variant="default",
+        epsilon=epsilon,
+        delta=0.0,
+        seed=seed,
+        hparams={"learning_rate": 0.1, "epochs": epochs, "batch_size": 64},
+        options=options or {},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +334,7 @@ def data():
 E2E_CASES = [(rr, {}), (rr_debiased, {}), (alibi, {}), (alibi, {"prior": "epoch"}), (lp_2st, {})]
 
 
-@pytest.mark.parametrize("module,options", E2E_CASES,
-                         ids=["rr", "rr_debiased", "alibi", "alibi-prior_epoch", "lp_2st"])
+@pytest.mark.parametrize("module,options", E2E_CASES, ids=["rr", "rr_debiased", "alibi", "alibi-prior_epoch", "lp_2st"])
 def test_end_to_end_and_deterministic(module, options, data):
     epochs = 2 if module is alibi else 1  # ALIBI: epoch mode refreshes the prior once
     spec = _spec(module.NAME, epsilon=1.0, seed=3, epochs=epochs, options=options)

@@ -33,8 +33,15 @@ def test_every_label_is_queried_exactly_once_and_stages_follow_the_shares(fracti
     y = np.random.default_rng(0).integers(0, k, n)
     fit_stage, calls = _logits_from_noisy(n, k, seed=1)
     oracle = lp_mst.LabelOracle(y, num_classes=k, epsilon=1.0, rng=np.random.default_rng(2))
-    plans = lp_mst.plan_multi_stage(y, num_classes=k, epsilon=1.0, rng=np.random.default_rng(2), fit_stage=fit_stage,
-                                    fractions=fractions, oracle=oracle)
+    plans = lp_mst.plan_multi_stage(
+        y,
+        num_classes=k,
+        epsilon=1.0,
+        rng=np.random.default_rng(2),
+        fit_stage=fit_stage,
+        fractions=fractions,
+        oracle=oracle,
+    )
     assert len(plans) == len(fractions) == len(calls)
     assert np.array_equal(np.sort(oracle.queried_indices), np.arange(n))  # a partition, each label once
     assert [m for m, _ in oracle.log] == ["randomized_response"] + ["rr_with_prior"] * (len(fractions) - 1)
@@ -47,8 +54,9 @@ def test_later_stages_reuse_exactly_the_earlier_labels_in_the_previous_models_to
     n, k = 400, 6
     y = np.random.default_rng(3).integers(0, k, n)
     fit_stage, calls = _logits_from_noisy(n, k, seed=4)
-    plans = lp_mst.plan_multi_stage(y, num_classes=k, epsilon=2.0, rng=np.random.default_rng(5), fit_stage=fit_stage,
-                                    fractions=(0.3, 0.3, 0.4))
+    plans = lp_mst.plan_multi_stage(
+        y, num_classes=k, epsilon=2.0, rng=np.random.default_rng(5), fit_stage=fit_stage, fractions=(0.3, 0.3, 0.4)
+    )
     for t in (2, 3):
         plan, prev = plans[t - 1], plans[: t - 1]
         prev_logits = fit_stage(t - 1, calls[t - 2][1], calls[t - 2][2])  # the same callback, same seed: same logits
@@ -81,8 +89,9 @@ def test_a_changed_label_changes_only_its_own_randomised_label():
     out = []
     for labels in (y, y2):
         fit_stage, _ = _logits_from_noisy(n, k, seed=8)
-        plans = lp_mst.plan_multi_stage(labels, num_classes=k, epsilon=1.0, rng=np.random.default_rng(7),
-                                        fit_stage=fit_stage, fractions=fractions)
+        plans = lp_mst.plan_multi_stage(
+            labels, num_classes=k, epsilon=1.0, rng=np.random.default_rng(7), fit_stage=fit_stage, fractions=fractions
+        )
         noisy = np.empty(n, dtype=np.int64)
         for p in plans:
             noisy[p.idx] = p.noisy
@@ -91,14 +100,17 @@ def test_a_changed_label_changes_only_its_own_randomised_label():
     assert set(differs.tolist()) <= {j}
 
 
-@pytest.mark.parametrize("options,match", [
-    ({"stages": 0}, "stages must be an integer >= 1"),
-    ({"stages": 2.5}, "stages must be an integer >= 1"),
-    ({"stages": 3, "stage_fractions": [0.5, 0.5]}, "3 positive shares summing to 1"),
-    ({"stages": 2, "stage_fractions": [0.7, 0.7]}, "summing to 1"),
-    ({"stages": 3, "stage1_fraction": 0.4}, "stage1_fraction is LP-2ST's"),
-    ({"stages": 3, "temprature": 1.0}, "temprature"),
-])
+@pytest.mark.parametrize(
+    "options,match",
+    [
+        ({"stages": 0}, "stages must be an integer >= 1"),
+        ({"stages": 2.5}, "stages must be an integer >= 1"),
+        ({"stages": 3, "stage_fractions": [0.5, 0.5]}, "3 positive shares summing to 1"),
+        ({"stages": 2, "stage_fractions": [0.7, 0.7]}, "summing to 1"),
+        ({"stages": 3, "stage1_fraction": 0.4}, "stage1_fraction is LP-2ST's"),
+        ({"stages": 3, "temprature": 1.0}, "temprature"),
+    ],
+)
 def test_bad_stage_options_are_refused_with_the_fix(options, match):
     data = _fake_data()
     with pytest.raises(ValueError, match=match):
@@ -118,8 +130,12 @@ def test_lp_mst_with_two_stages_is_lp_2st():
 
 def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
     data = _fake_data()
-    res = lp_mst.run(data, _spec("lp_mst", options={"stages": 3, "momentum": 0.9, "lr_schedule": "warmup_linear_decay",
-                                                       "l2": 1e-4}, seed=1))
+    res = lp_mst.run(
+        data,
+        _spec(
+            "lp_mst", options={"stages": 3, "momentum": 0.9, "lr_schedule": "warmup_linear_decay", "l2": 1e-4}, seed=1
+        ),
+    )
     d = res.details
     assert d["stages"] == 3 and len(d["per_stage"]) == 3
     assert sum(s["num_queried"] for s in d["per_stage"]) == data.y_train.size
@@ -133,13 +149,27 @@ def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
 
 
 def _spec(method, *, epsilon=1.0, seed=0, options=None):
-    return RunSpec(dataset="mnist", method=method, variant="default", epsilon=epsilon, delta=0.0, seed=seed,
-                   hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64}, options=options or {})
+    return RunSpec(
+        dataset="mnist",
+        method=method,
+        variant="default",
+        epsilon=epsilon,
+        delta=0.0,
+        seed=seed,
+        hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64},
+        options=options or {},
+    )
 
 
 def _fake_data(n_train=192, n_test=64, k=10, seed=0):
     rng = np.random.default_rng(seed)
     return types.SimpleNamespace(
-        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8), y_train=rng.integers(0, k, n_train),
-        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8), y_test=rng.integers(0, k, n_test),
-        num_classes=k, name="mnist", source="fake", subset=None)
+        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
+        y_train=rng.integers(0, k, n_train),
+        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
+        y_test=rng.integers(0, k, n_test),
+        num_classes=k,
+        name="mnist",
+        source="fake",
+        subset=None,
+    )

@@ -26,14 +26,31 @@ def _features(n_train=600, n_test=300, k=4, d=8, seed=0, spread=0.3):
 
     x_tr, y_tr = draw(n_train)
     x_te, y_te = draw(n_test)
-    return types.SimpleNamespace(x_train=x_tr, y_train=y_tr, x_test=x_te, y_test=y_te, num_classes=k,
-                                 name="toy_simclr", kind="features", source="fake", subset=None, metadata={})
+    return types.SimpleNamespace(
+        x_train=x_tr,
+        y_train=y_tr,
+        x_test=x_te,
+        y_test=y_te,
+        num_classes=k,
+        name="toy_simclr",
+        kind="features",
+        source="fake",
+        subset=None,
+        metadata={},
+    )
 
 
 def _spec(method, *, epsilon, seed=0, clusters=8, options=None):
-    return RunSpec(dataset="toy_simclr", method=method, variant="default", epsilon=epsilon, delta=0.0, seed=seed,
-                   hparams={"learning_rate": 0.5, "epochs": 5, "batch_size": 64, "num_clusters": clusters},
-                   options={"prior_epsilon": TABLE9} if options is None else options)
+    return RunSpec(
+        dataset="toy_simclr",
+        method=method,
+        variant="default",
+        epsilon=epsilon,
+        delta=0.0,
+        seed=seed,
+        hparams={"learning_rate": 0.5, "epochs": 5, "batch_size": 64, "num_clusters": clusters},
+        options={"prior_epsilon": TABLE9} if options is None else options,
+    )
 
 
 def test_prior_epsilon_follows_table9_and_refuses_what_it_cannot_split():

@@ -11,8 +11,13 @@ import pytest
 
 from labeldp.data import census1940 as cen
 from labeldp.data.rawformats import STANDIN_MARKER, make_standin_raw_files, read_standin_marker
-from labeldp.data.registry import (CENSUS1940_CATEGORICAL_FEATURES, CENSUS1940_DEFAULT_FILENAME,
-                                   CENSUS1940_NUMERICAL_FEATURES, CENSUS1940_VARIABLES, DATASETS)
+from labeldp.data.registry import (
+    CENSUS1940_CATEGORICAL_FEATURES,
+    CENSUS1940_DEFAULT_FILENAME,
+    CENSUS1940_NUMERICAL_FEATURES,
+    CENSUS1940_VARIABLES,
+    DATASETS,
+)
 from labeldp.data.tabular import TabularDataError, load_prepared_tabular, random_split
 
 
@@ -124,8 +129,10 @@ def test_vocabulary_from_train_only(tmp_path):
     data = load_prepared_tabular(cen.prepare_dataset(raw_dir=raw, out_path=tmp_path / "c.npz", source="official"))
     j = data.metadata["categorical_features"].index("STATEFIP")
     age_col = data.metadata["numerical_features"].index("AGE")
-    ages = np.round(data.x_num_test[:, age_col] * data.metadata["numerical_standardisation"]["std"][age_col]
-                    + data.metadata["numerical_standardisation"]["mean"][age_col])
+    ages = np.round(
+        data.x_num_test[:, age_col] * data.metadata["numerical_standardisation"]["std"][age_col]
+        + data.metadata["numerical_standardisation"]["mean"][age_col]
+    )
     pos = int(np.flatnonzero(ages == only)[0])
     assert data.x_cat_test[pos, j] == 0 and data.cat_vocab_sizes[j] == 5
     assert (data.x_cat_train[:, j] > 0).all() and (np.delete(data.x_cat_test[:, j], pos) > 0).all()
@@ -136,15 +143,18 @@ def test_subset_and_chunking(tmp_path, monkeypatch):
     make_standin_raw_files("census1940", raw, n_train=200, n_test=100, seed=4)
     header, table = _read_csv(raw / CENSUS1940_DEFAULT_FILENAME)
     weeks = table[:, header.index("WKSWORK1")]
-    whole = load_prepared_tabular(cen.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                      subset=90))
+    whole = load_prepared_tabular(
+        cen.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", subset=90)
+    )
     monkeypatch.setattr(cen, "CHUNK_ROWS", 11)
-    chunked = load_prepared_tabular(cen.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz",
-                                                        source="official", subset=90))
+    chunked = load_prepared_tabular(
+        cen.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official", subset=90)
+    )
     for data in (whole, chunked):
         assert data.subset == 90 and data.y_train.size + data.y_test.size == 90 and data.y_test.size == 18
-        np.testing.assert_array_equal(np.sort(np.concatenate([data.y_train, data.y_test])),
-                                      np.sort(weeks[weeks > 0][:90]))
+        np.testing.assert_array_equal(
+            np.sort(np.concatenate([data.y_train, data.y_test])), np.sort(weeks[weeks > 0][:90])
+        )
         assert data.metadata["preprocessing"]["rows_read"] == int(np.flatnonzero(weeks > 0)[89]) + 1
     for key in ("x_num_train", "x_cat_train", "y_train", "x_num_test", "x_cat_test", "y_test"):
         np.testing.assert_array_equal(getattr(whole, key), getattr(chunked, key))

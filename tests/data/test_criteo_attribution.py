@@ -21,21 +21,42 @@ CAMPAIGN = list(ca.CATEGORICAL_FEATURES).index("campaign")
 CAT1 = list(ca.CATEGORICAL_FEATURES).index("cat1")
 
 
-def _row(uid: int, *, click: int = 1, conversion: int = 0, pos: int | None = None, nb: int | None = None,
-         cost: float = 1.0, campaign: int = 7, **cats) -> dict:
+def _row(
+    uid: int,
+    *,
+    click: int = 1,
+    conversion: int = 0,
+    pos: int | None = None,
+    nb: int | None = None,
+    cost: float = 1.0,
+    campaign: int = 7,
+    **cats,
+) -> dict:
     pos = (0 if click else -1) if pos is None else pos
     nb = (1 if click else -1) if nb is None else nb
-    row = {"timestamp": 0, "uid": uid, "campaign": campaign, "conversion": conversion,
-           "conversion_timestamp": 100 if conversion else -1, "conversion_id": 5 if conversion else -1,
-           "attribution": conversion, "click": click, "click_pos": pos, "click_nb": nb, "cost": cost,
-           "cpo": -1, "time_since_last_click": -1}
+    row = {
+        "timestamp": 0,
+        "uid": uid,
+        "campaign": campaign,
+        "conversion": conversion,
+        "conversion_timestamp": 100 if conversion else -1,
+        "conversion_id": 5 if conversion else -1,
+        "attribution": conversion,
+        "click": click,
+        "click_pos": pos,
+        "click_nb": nb,
+        "cost": cost,
+        "cpo": -1,
+        "time_since_last_click": -1,
+    }
     row.update({f"cat{i}": 10 * i for i in range(1, 10)})
     row.update(cats)
     return row
 
 
-def _write_zip(path: Path, rows: list[dict], columns=ca.COLUMNS, *, member: str = ca.MEMBER,
-               header: bool = True) -> Path:
+def _write_zip(
+    path: Path, rows: list[dict], columns=ca.COLUMNS, *, member: str = ca.MEMBER, header: bool = True
+) -> Path:
     lines = (["\t".join(columns)] if header else []) + ["\t".join(str(r.get(c, "")) for c in columns) for r in rows]
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w") as zf:
@@ -83,8 +104,9 @@ def test_label_rule_and_click_filter(tmp_path):
     ]
     raw = tmp_path / "raw"
     _write_zip(raw / ca.ARCHIVE, rows)
-    data = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                    n_train_users=3, n_test_users=1))
+    data = load_prepared_tabular(
+        ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", n_train_users=3, n_test_users=1)
+    )
     ids = np.concatenate([_raw_cost(data, "train"), _raw_cost(data, "test")])
     y = np.concatenate([data.y_train, data.y_test])
     assert dict(zip(ids.tolist(), y.tolist())) == {1: 1, 2: 0, 3: 0, 4: 0, 7: 1, 8: 0, 10: 0, 11: 1}
@@ -128,8 +150,11 @@ def users_raw(tmp_path_factory):
 
 def test_disjoint_users_counts_and_training_vocabularies(users_raw, tmp_path):
     raw, clicked = users_raw
-    data = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                    n_train_users=30, n_test_users=20))
+    data = load_prepared_tabular(
+        ca.prepare_dataset(
+            raw_dir=raw, out_path=tmp_path / "a.npz", source="official", n_train_users=30, n_test_users=20
+        )
+    )
     uid_train, uid_test = _raw_cost(data, "train"), _raw_cost(data, "test")
     assert len(set(uid_train)) == 30 and len(set(uid_test)) == 20
     assert not set(uid_train) & set(uid_test) and set(uid_train) | set(uid_test) <= set(clicked)
@@ -149,21 +174,36 @@ def test_disjoint_users_counts_and_training_vocabularies(users_raw, tmp_path):
 
 def test_users_deterministic_and_chunking_invariant(users_raw, tmp_path, monkeypatch):
     raw, _ = users_raw
-    a = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                 n_train_users=25, n_test_users=10))
+    a = load_prepared_tabular(
+        ca.prepare_dataset(
+            raw_dir=raw, out_path=tmp_path / "a.npz", source="official", n_train_users=25, n_test_users=10
+        )
+    )
     monkeypatch.setattr(ca, "CHUNK_ROWS", 7)
-    b = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official",
-                                                 n_train_users=25, n_test_users=10))
-    for key in ("x_num_train", "x_cat_train", "y_train", "user_train", "x_num_test", "x_cat_test", "y_test",
-                "user_test"):
+    b = load_prepared_tabular(
+        ca.prepare_dataset(
+            raw_dir=raw, out_path=tmp_path / "b.npz", source="official", n_train_users=25, n_test_users=10
+        )
+    )
+    for key in (
+        "x_num_train",
+        "x_cat_train",
+        "y_train",
+        "user_train",
+        "x_num_test",
+        "x_cat_test",
+        "y_test",
+        "user_test",
+    ):
         np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
     assert a.cat_vocab_sizes == b.cat_vocab_sizes
 
 
 def test_subset_means_n_users_each(users_raw, tmp_path):
     raw, _ = users_raw
-    data = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                    subset=10))
+    data = load_prepared_tabular(
+        ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", subset=10)
+    )
     assert data.subset == 10 and len(set(data.user_train)) == 10 and len(set(data.user_test)) == 10
     assert data.metadata["split"]["user_counts_from"] == "subset"
     with pytest.raises(TabularDataError, match="either subset"):
@@ -173,20 +213,23 @@ def test_subset_means_n_users_each(users_raw, tmp_path):
 
 def test_random_80_20_split(users_raw, tmp_path):
     raw, clicked = users_raw
-    data = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                    split="random_80_20"))
+    data = load_prepared_tabular(
+        ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", split="random_80_20")
+    )
     n = sum(clicked.values())
     assert data.y_train.size + data.y_test.size == n and data.y_test.size == round(0.2 * n)
     assert data.metadata["split"]["kind"] == "random"
     for split in ("train", "test"):
         uids, users = _raw_cost(data, split), getattr(data, f"user_{split}")
         np.testing.assert_array_equal(users, np.unique(uids, return_inverse=True)[1])
-    first = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official",
-                                                     split="random_80_20", subset=20))
+    first = load_prepared_tabular(
+        ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official", split="random_80_20", subset=20)
+    )
     assert first.y_train.size + first.y_test.size == 20
     with pytest.raises(TabularDataError, match="split='users' only"):
-        ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "c.npz", source="official", split="random_80_20",
-                           n_train_users=5)
+        ca.prepare_dataset(
+            raw_dir=raw, out_path=tmp_path / "c.npz", source="official", split="random_80_20", n_train_users=5
+        )
 
 
 def test_missing_values_and_bare_tsv_gz(tmp_path):
@@ -196,8 +239,9 @@ def test_missing_values_and_bare_tsv_gz(tmp_path):
     raw.mkdir()
     with zipfile.ZipFile(_write_zip(tmp_path / "z" / ca.ARCHIVE, rows)) as zf:  # as Hugging Face serves it
         (raw / ca.MEMBER).write_bytes(zf.read(ca.MEMBER))
-    data = load_prepared_tabular(ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                    n_train_users=8, n_test_users=2))
+    data = load_prepared_tabular(
+        ca.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", n_train_users=8, n_test_users=2)
+    )
     pre = data.metadata["preprocessing"]
     assert pre["categorical_missing"]["cat5"] == 1 and pre["cost_missing_filled_with_train_mean"] == 1
     j = list(ca.CATEGORICAL_FEATURES).index("cat5")
@@ -313,8 +357,9 @@ def test_standin_planted_signal_is_learnable(tmp_path):
     from sklearn.preprocessing import OneHotEncoder
 
     ca.write_standin(tmp_path / "raw", n_rows=4000, seed=0)
-    data = load_prepared_tabular(ca.prepare_dataset(raw_dir=tmp_path / "raw", out_path=tmp_path / "a.npz",
-                                                    source="official"))
+    data = load_prepared_tabular(
+        ca.prepare_dataset(raw_dir=tmp_path / "raw", out_path=tmp_path / "a.npz", source="official")
+    )
     assert data.y_test.size > 200 and 0 < data.y_test.sum() < data.y_test.size
     enc = OneHotEncoder(handle_unknown="ignore").fit(data.x_cat_train)
     x = sparse.hstack([enc.transform(data.x_cat_train), data.x_num_train]).tocsr()
@@ -345,9 +390,13 @@ def test_bad_input(tmp_path):
         ca.prepare_dataset(raw_dir=raw, out_path=out, source="official", n_train_users=4, n_test_users=3)
     with pytest.raises(TabularDataError, match="200000 training \\+ 50000 test"):  # the paper's defaults
         ca.prepare_dataset(raw_dir=raw, out_path=out, source="official")
-    for kwargs, pattern in (({"source": "made_up"}, "source"), ({"split": "temporal"}, "split"),
-                            ({"subset": 0}, "subset"), ({"n_train_users": 0, "n_test_users": 1}, ">= 1"),
-                            ({"n_train_users": 3}, "both n_train_users and n_test_users")):
+    for kwargs, pattern in (
+        ({"source": "made_up"}, "source"),
+        ({"split": "temporal"}, "split"),
+        ({"subset": 0}, "subset"),
+        ({"n_train_users": 0, "n_test_users": 1}, ">= 1"),
+        ({"n_train_users": 3}, "both n_train_users and n_test_users"),
+    ):
         with pytest.raises(TabularDataError, match=pattern):
             ca.prepare_dataset(**{"raw_dir": raw, "out_path": out, "source": "official", **kwargs})
     raw = tmp_path / "noclick"

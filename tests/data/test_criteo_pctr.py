@@ -40,8 +40,11 @@ def _write_archive(path: Path, lines: list[str], member: str = cp.MEMBER) -> Pat
 def _line(label="0", ints=None, cats=None) -> str:
     ints = dict(ints or {})
     cats = dict(cats or {})
-    return "\t".join([str(label)] + [str(ints.get(c, "1")) for c in cp.NUMERICAL_FEATURES]
-                     + [str(cats.get(c, "0000abcd")) for c in cp.CATEGORICAL_FEATURES])
+    return "\t".join(
+        [str(label)]
+        + [str(ints.get(c, "1")) for c in cp.NUMERICAL_FEATURES]
+        + [str(cats.get(c, "0000abcd")) for c in cp.CATEGORICAL_FEATURES]
+    )
 
 
 def _prepare(tmp_path: Path, lines: list[str], name: str = "c", **kw):
@@ -175,8 +178,9 @@ def test_log_transform_and_missing_values(tmp_path):
     pre = data.metadata["preprocessing"]
     assert pre["numerical_missing"]["I1"] == 4 and pre["numerical_missing"]["I2"] == 4
     assert pre["numerical_negative"]["I2"] == 6 and pre["numerical_negative"]["I1"] == 0
-    np.testing.assert_allclose(cp.log_transform(np.array([0, 1, -1, np.nan, 9])),
-                               [0, np.log(2), -np.log(2), 0, np.log(10)])
+    np.testing.assert_allclose(
+        cp.log_transform(np.array([0, 1, -1, np.nan, 9])), [0, np.log(2), -np.log(2), 0, np.log(10)]
+    )
 
 
 def test_categories_from_train_only_in_hash_order(tmp_path):
@@ -219,18 +223,29 @@ def test_subset_keeps_first_rows_and_block_size_does_not_matter(tmp_path, monkey
     raw = tmp_path / "raw"
     cp.write_standin(raw, n_rows=3000, seed=4)
     first = [line.split("\t") for line in _members(raw / cp.ARCHIVE)[cp.MEMBER].splitlines()[:1001]]
-    whole = load_prepared_tabular(cp.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                     subset=1001))
+    whole = load_prepared_tabular(
+        cp.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", subset=1001)
+    )
     monkeypatch.setattr(cpr, "BLOCK_BYTES", 500)  # about two lines per block (the reader's block size)
-    small = load_prepared_tabular(cp.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official",
-                                                     subset=1001))
+    small = load_prepared_tabular(
+        cp.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official", subset=1001)
+    )
     for data in (whole, small):
         assert data.subset == 1001 and data.metadata["preprocessing"]["rows_read"] == 1001
         assert (data.y_train.size, data.y_val.size, data.y_test.size) == (800, 100, 101)
         y = np.concatenate([data.y_train, data.y_val, data.y_test])
         np.testing.assert_array_equal(y, [float(r[0]) for r in first])
-    for key in ("x_num_train", "x_cat_train", "y_train", "x_num_val", "x_cat_val", "y_val", "x_num_test",
-                "x_cat_test", "y_test"):
+    for key in (
+        "x_num_train",
+        "x_cat_train",
+        "y_train",
+        "x_num_val",
+        "x_cat_val",
+        "y_val",
+        "x_num_test",
+        "x_cat_test",
+        "y_test",
+    ):
         np.testing.assert_array_equal(getattr(whole, key), getattr(small, key))
     assert whole.cat_vocab_sizes == small.cat_vocab_sizes
 
@@ -246,8 +261,7 @@ def test_last_line_without_newline_and_manifest(tmp_path):
     listed = tmp_path / "raw"
     listed.mkdir()
     (listed / "MANIFEST.json").write_text(json.dumps({"files": [{"path": str(raw / cp.ARCHIVE)}]}))
-    prepared = load_prepared_tabular(cp.prepare_dataset(raw_dir=listed, out_path=tmp_path / "m.npz",
-                                                        source="official"))
+    prepared = load_prepared_tabular(cp.prepare_dataset(raw_dir=listed, out_path=tmp_path / "m.npz", source="official"))
     assert prepared.source == "official" and prepared.metadata["preprocessing"]["rows_read"] == 12
     assert np.round(np.expm1(_raw_num(prepared, "test")[-1, 0])) == 11
 
@@ -255,17 +269,20 @@ def test_last_line_without_newline_and_manifest(tmp_path):
 # ------------------------------------------------------------------------------ bad input
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda ls: ls.__setitem__(6, ls[6] + "\tabcdef01"), r"line 7 has 41 tab-separated fields, expected 40"),
-    (lambda ls: ls.__setitem__(3, ls[3].split("\t", 1)[1]), r"line 4 has 39 .*test\.txt"),
-    (lambda ls: ls.__setitem__(11, ""), r"line 12 has 1 tab-separated fields"),
-    (lambda ls: ls.__setitem__(2, "2" + ls[2][1:]), r"line 3 has label '2', expected 0 or 1"),
-    (lambda ls: ls.__setitem__(5, "1.0" + ls[5][1:]), r"line 6 has label '1.0'"),
-    (lambda ls: ls.__setitem__(8, _line(ints={"I5": "abc"})), r"line 9: I5 is 'abc', expected an integer"),
-    (lambda ls: ls.__setitem__(9, _line(ints={"I3": "1.5"})), r"line 10: I3 is '1.5', expected an integer"),
-    (lambda ls: ls.__setitem__(10, _line(cats={"C7": "xyz"})), r"line 11: C7 is 'xyz', expected a 32-bit hash"),
-    (lambda ls: ls.__setitem__(10, _line(cats={"C7": "123456789"})), r"line 11: C7 is '123456789'"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda ls: ls.__setitem__(6, ls[6] + "\tabcdef01"), r"line 7 has 41 tab-separated fields, expected 40"),
+        (lambda ls: ls.__setitem__(3, ls[3].split("\t", 1)[1]), r"line 4 has 39 .*test\.txt"),
+        (lambda ls: ls.__setitem__(11, ""), r"line 12 has 1 tab-separated fields"),
+        (lambda ls: ls.__setitem__(2, "2" + ls[2][1:]), r"line 3 has label '2', expected 0 or 1"),
+        (lambda ls: ls.__setitem__(5, "1.0" + ls[5][1:]), r"line 6 has label '1.0'"),
+        (lambda ls: ls.__setitem__(8, _line(ints={"I5": "abc"})), r"line 9: I5 is 'abc', expected an integer"),
+        (lambda ls: ls.__setitem__(9, _line(ints={"I3": "1.5"})), r"line 10: I3 is '1.5', expected an integer"),
+        (lambda ls: ls.__setitem__(10, _line(cats={"C7": "xyz"})), r"line 11: C7 is 'xyz', expected a 32-bit hash"),
+        (lambda ls: ls.__setitem__(10, _line(cats={"C7": "123456789"})), r"line 11: C7 is '123456789'"),
+    ],
+)
 def test_bad_lines_are_refused_naming_the_line_and_nothing_written(tmp_path, mutate, match):
     lines = [_line(label=i % 2) for i in range(20)]
     mutate(lines)
@@ -334,8 +351,13 @@ def test_peak_memory_is_bounded_by_rows(tmp_path):
     raw = tmp_path / "big"
     archive = cp.write_standin(raw, n_rows=n, seed=2)[0]
     text_bytes = sum(m.size for m in tarfile.open(archive) if m.name == cp.MEMBER)
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, str(raw), str(tmp_path / "big.npz"), str(tmp_path / "w")],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, str(raw), str(tmp_path / "big.npz"), str(tmp_path / "w")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout.strip().splitlines()[-1])
     increase = r["after"] - r["before"]

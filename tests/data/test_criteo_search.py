@@ -37,9 +37,15 @@ def _write_archive(path: Path, rows: list[list[str]], member: str = cs.MEMBER) -
 
 def _row(label: float, *, brand: str = "B0", price: float = 10.0, clicks: int = 3) -> list[str]:
     values = {c: f"{c}_v" for c in cs.COLUMNS}
-    values.update(Sale="0" if label == -1 else "1", SalesAmountInEuro=str(label),
-                  time_delay_for_conversion="-1" if label == -1 else "100", click_timestamp="1596439471",
-                  nb_clicks_1week=str(clicks), product_price=str(price), product_brand=brand)
+    values.update(
+        Sale="0" if label == -1 else "1",
+        SalesAmountInEuro=str(label),
+        time_delay_for_conversion="-1" if label == -1 else "100",
+        click_timestamp="1596439471",
+        nb_clicks_1week=str(clicks),
+        product_price=str(price),
+        product_brand=brand,
+    )
     return [values[c] for c in cs.COLUMNS]
 
 
@@ -90,9 +96,14 @@ def test_standin_round_trip(standin):
     np.testing.assert_allclose(np.sort(y), np.sort(np.minimum(labels[labels != -1], 400)))
     assert meta["categorical_features"] == list(cs.CATEGORICAL_FEATURES)
     assert not {"Sale", "SalesAmountInEuro", "time_delay_for_conversion", "user_id", "click_timestamp"} & set(
-        meta["categorical_features"] + meta["numerical_features"])
-    assert meta["numerical_features"] == ["nb_clicks_1week", "product_price", "nb_clicks_1week_missing",
-                                          "product_price_missing"]
+        meta["categorical_features"] + meta["numerical_features"]
+    )
+    assert meta["numerical_features"] == [
+        "nb_clicks_1week",
+        "product_price",
+        "nb_clicks_1week_missing",
+        "product_price_missing",
+    ]
     assert data.x_cat_train.shape[1] == len(data.cat_vocab_sizes) == 16 and data.x_num_train.shape[1] == 4
     assert np.allclose(data.x_num_train.mean(axis=0), 0, atol=1e-5)
     assert meta["raw_files"][cs.ARCHIVE]["sha256"] and meta["dataset"] == "criteo_search"
@@ -141,11 +152,13 @@ def test_subset_and_chunking(tmp_path, monkeypatch):
     make_standin_raw_files("criteo_search", raw, n_train=200, n_test=100, seed=3)
     labels = np.array([float(r[1]) for r in _raw_rows(raw / cs.ARCHIVE)])
     first = np.minimum(labels[labels != -1][:101], 400)
-    whole = load_prepared_tabular(cs.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official",
-                                                     subset=101))
+    whole = load_prepared_tabular(
+        cs.prepare_dataset(raw_dir=raw, out_path=tmp_path / "a.npz", source="official", subset=101)
+    )
     monkeypatch.setattr(cs, "CHUNK_ROWS", 7)
-    chunked = load_prepared_tabular(cs.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official",
-                                                       subset=101))
+    chunked = load_prepared_tabular(
+        cs.prepare_dataset(raw_dir=raw, out_path=tmp_path / "b.npz", source="official", subset=101)
+    )
     for data in (whole, chunked):
         assert data.subset == 101 and data.y_train.size + data.y_test.size == 101 and data.y_test.size == 20
         np.testing.assert_allclose(np.sort(np.concatenate([data.y_train, data.y_test])), np.sort(first))
@@ -200,8 +213,11 @@ def test_negative_and_empty_labels_dropped(tmp_path):
     _write_archive(raw / cs.ARCHIVE, rows)
     data = load_prepared_tabular(cs.prepare_dataset(raw_dir=raw, out_path=tmp_path / "c.npz", source="official"))
     pre = data.metadata["preprocessing"]
-    assert (pre["rows_dropped_label_minus1"], pre["rows_dropped_label_negative"],
-            pre["rows_dropped_label_missing"]) == (1, 1, 1)
+    assert (
+        pre["rows_dropped_label_minus1"],
+        pre["rows_dropped_label_negative"],
+        pre["rows_dropped_label_missing"],
+    ) == (1, 1, 1)
     assert data.y_train.size + data.y_test.size == 7
 
 

@@ -75,7 +75,14 @@ def test_verify_file(tmp_path):
 
 def test_registry_entries_are_consistent():
     assert set(DATASETS) == {
-        "mnist", "fashion_mnist", "kmnist", "cifar10", "criteo_attribution", "criteo_search", "census1940", "rand_hie",
+        "mnist",
+        "fashion_mnist",
+        "kmnist",
+        "cifar10",
+        "criteo_attribution",
+        "criteo_search",
+        "census1940",
+        "rand_hie",
         "criteo_pctr",
     }
     for name, spec in DATASETS.items():
@@ -206,7 +213,9 @@ def test_missing_file_without_download_names_file_mirror_and_url(tmp_path):
     assert "http://codh.rois.ac.jp/kmnist/dataset/kmnist/train-images-idx3-ubyte.gz" in msg
     # the three files the mirror has were fetched and verified anyway
     assert sorted(p.name for p in (tmp_path / "kmnist").iterdir()) == [
-        "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
     ]
 
 
@@ -351,7 +360,9 @@ def test_download_falls_back_to_next_url(server, tmp_path):
     (server.root / "b.gz").write_bytes(PAYLOAD)
     spec = _spec(
         RemoteFile(
-            "b.gz", url=server.url("does-not-exist/b.gz"), md5=hashlib.md5(PAYLOAD).hexdigest(),
+            "b.gz",
+            url=server.url("does-not-exist/b.gz"),
+            md5=hashlib.md5(PAYLOAD).hexdigest(),
             mirrors=(server.url("b.gz"),),
         )
     )

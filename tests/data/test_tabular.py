@@ -11,22 +11,43 @@ from labeldp.data.tabular import TabularDataError, load_prepared_tabular, save_p
 
 def _arrays(n=10, m=4):
     rng = np.random.default_rng(0)
-    return {"x_num_train": rng.normal(size=(n, 2)), "x_num_test": rng.normal(size=(m, 2)),
-            "x_cat_train": np.ones((n, 1), int), "x_cat_test": np.ones((m, 1), int),
-            "y_train": rng.integers(0, 5, n).astype(float), "y_test": rng.integers(0, 5, m).astype(float)}
+    return {
+        "x_num_train": rng.normal(size=(n, 2)),
+        "x_num_test": rng.normal(size=(m, 2)),
+        "x_cat_train": np.ones((n, 1), int),
+        "x_cat_test": np.ones((m, 1), int),
+        "y_train": rng.integers(0, 5, n).astype(float),
+        "y_test": rng.integers(0, 5, m).astype(float),
+    }
 
 
-META = {"dataset": "t", "source": "synthetic_standin", "label": "y", "label_lower": 0, "label_upper": 5,
-        "label_integer": True, "cat_vocab_sizes": [2]}
+META = {
+    "dataset": "t",
+    "source": "synthetic_standin",
+    "label": "y",
+    "label_lower": 0,
+    "label_upper": 5,
+    "label_integer": True,
+    "cat_vocab_sizes": [2],
+}
 
 
-@pytest.mark.parametrize("mutate,match", [
-    (lambda a: a.__setitem__("y_train", a["y_train"] + 10), "outside the configured range"),
-    (lambda a: a["x_num_train"].__setitem__((3, 1), np.nan), "NaN/infinite"),
-    (lambda a: (a.__setitem__("y_test", a["y_test"][:0]), a.__setitem__("x_num_test", a["x_num_test"][:0]),
-                a.__setitem__("x_cat_test", a["x_cat_test"][:0])), "test split is empty"),
-    (lambda a: a.__setitem__("x_cat_train", a["x_cat_train"] * 7), "outside their vocabularies"),
-])
+@pytest.mark.parametrize(
+    "mutate,match",
+    [
+        (lambda a: a.__setitem__("y_train", a["y_train"] + 10), "outside the configured range"),
+        (lambda a: a["x_num_train"].__setitem__((3, 1), np.nan), "NaN/infinite"),
+        (
+            lambda a: (
+                a.__setitem__("y_test", a["y_test"][:0]),
+                a.__setitem__("x_num_test", a["x_num_test"][:0]),
+                a.__setitem__("x_cat_test", a["x_cat_test"][:0]),
+            ),
+            "test split is empty",
+        ),
+        (lambda a: a.__setitem__("x_cat_train", a["x_cat_train"] * 7), "outside their vocabularies"),
+    ],
+)
 def test_bad_input_is_refused_and_nothing_written(tmp_path, mutate, match):
     arrays = _arrays()
     mutate(arrays)
@@ -84,12 +105,19 @@ def test_binary_task_with_users_and_validation_split_round_trips(tmp_path):
     assert load_prepared_tabular(save_prepared_tabular(tmp_path / "r.npz", _arrays(), META)).user_train is None
 
 
-@pytest.mark.parametrize("mutate,meta,match", [
-    (lambda a: None, {**BINARY_META, "label_upper": 5}, "integer labels in \\[0, 1\\]"),
-    (lambda a: a.__setitem__("user_train", a["user_train"][:3]), BINARY_META, "one non-negative user index per row"),
-    (lambda a: a.__setitem__("y_val", a["y_test"]), BINARY_META, "x_num_val, x_cat_val and y_val together"),
-    (lambda a: None, {**META, "task": "ranking"}, "not one of"),
-])
+@pytest.mark.parametrize(
+    "mutate,meta,match",
+    [
+        (lambda a: None, {**BINARY_META, "label_upper": 5}, "integer labels in \\[0, 1\\]"),
+        (
+            lambda a: a.__setitem__("user_train", a["user_train"][:3]),
+            BINARY_META,
+            "one non-negative user index per row",
+        ),
+        (lambda a: a.__setitem__("y_val", a["y_test"]), BINARY_META, "x_num_val, x_cat_val and y_val together"),
+        (lambda a: None, {**META, "task": "ranking"}, "not one of"),
+    ],
+)
 def test_bad_binary_or_user_data_is_refused(tmp_path, mutate, meta, match):
     a = _binary_arrays()
     mutate(a)

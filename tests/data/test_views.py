@@ -64,8 +64,15 @@ def test_runner_refuses_data_prepared_for_another_split(prepared, tmp_path):
     from labeldp import runner
 
     view_path, base_path = prepared
-    spec = {"dataset": VIEW, "method": "rr", "variant": "default", "epsilon": 1.0, "delta": 0.0, "seed": 0,
-            "hparams": {}}
+    spec = {
+        "dataset": VIEW,
+        "method": "rr",
+        "variant": "default",
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "seed": 0,
+        "hparams": {},
+    }
 
     def args(path):
         return argparse.Namespace(spec=json.dumps(spec), data=str(path), out=str(tmp_path / "r.json"))

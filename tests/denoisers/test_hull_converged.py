@@ -14,8 +14,12 @@ import pytest
 from scipy.optimize import minimize
 
 from labeldp import denoisers as D
-from labeldp.denoisers.hull_converged import (HullOptions, converged_hull_projection, frank_wolfe_gap,
-                                              project_rows_simplex)
+from labeldp.denoisers.hull_converged import (
+    HullOptions,
+    converged_hull_projection,
+    frank_wolfe_gap,
+    project_rows_simplex,
+)
 from tests.test_denoisers import explicit_G, make_problem, mlp, ravel
 
 K = 3
@@ -25,14 +29,20 @@ def qp(G, g, *, per_example: bool, n: int):
     """min ||G a - g||^2 over one simplex or a product of n K-simplices, by SLSQP (independent)."""
     m = G.shape[1]
     if per_example:
-        cons = [{"type": "eq", "fun": (lambda a, i=i: np.sum(a[i * K:(i + 1) * K]) - 1.0)} for i in range(n)]
+        cons = [{"type": "eq", "fun": (lambda a, i=i: np.sum(a[i * K : (i + 1) * K]) - 1.0)} for i in range(n)]
         a0 = np.full(m, 1.0 / K)
     else:
         cons = [{"type": "eq", "fun": lambda a: np.sum(a) - 1.0}]
         a0 = np.full(m, 1.0 / m)
-    res = minimize(lambda a: float(np.sum((G @ a - g) ** 2)), a0, jac=lambda a: 2.0 * G.T @ (G @ a - g),
-                   method="SLSQP", bounds=[(0.0, None)] * m, constraints=cons,
-                   options={"ftol": 1e-15, "maxiter": 3000})
+    res = minimize(
+        lambda a: float(np.sum((G @ a - g) ** 2)),
+        a0,
+        jac=lambda a: 2.0 * G.T @ (G @ a - g),
+        method="SLSQP",
+        bounds=[(0.0, None)] * m,
+        constraints=cons,
+        options={"ftol": 1e-15, "maxiter": 3000},
+    )
     # SLSQP can stop at its line-search precision ("positive directional derivative"); its value
     # is then still an upper bound on the optimum, and the tests also check the gap certificate
     assert res.success or res.status == 8, res.message
@@ -48,14 +58,20 @@ def effective_G(params, x, *, clip, per_example):
     return G
 
 
-_PROBLEMS = [("raw", "joint", "uniform"), ("clipped", "joint", "predicted"), ("clipped", "per_example", "predicted"),
-             ("raw", "per_example", "uniform")]
+_PROBLEMS = [
+    ("raw", "joint", "uniform"),
+    ("clipped", "joint", "predicted"),
+    ("clipped", "per_example", "predicted"),
+    ("raw", "per_example", "uniform"),
+]
 _SOLVERS = [("jacobian", "fista"), ("matrix_free", "fista"), ("gram", "fista"), ("gram", "pairwise_frank_wolfe")]
 
 
 # pairwise Frank-Wolfe runs over the joint simplex only (refused otherwise: test_options_are_checked)
-@pytest.mark.parametrize("solver,algorithm,vertices,coef,start", [
-    s + p for s in _SOLVERS for p in _PROBLEMS if not (s[1] == "pairwise_frank_wolfe" and p[1] == "per_example")])
+@pytest.mark.parametrize(
+    "solver,algorithm,vertices,coef,start",
+    [s + p for s in _SOLVERS for p in _PROBLEMS if not (s[1] == "pairwise_frank_wolfe" and p[1] == "per_example")],
+)
 def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, algorithm, vertices, coef, start):
     with jax.enable_x64(True):
         n = 5
@@ -63,8 +79,18 @@ def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, algorithm
         clip = 0.5 if vertices == "clipped" else None
         G = effective_G(params, x, clip=clip, per_example=coef == "per_example")
         _, f_star = qp(G, g_vec, per_example=coef == "per_example", n=n)
-        opts = HullOptions(vertices=vertices, clip_norm=clip, coefficient_set=coef, start=start, tol=1e-10,
-                           max_steps=20000, smoothing=1.0, solver=solver, algorithm=algorithm, chunk=50)
+        opts = HullOptions(
+            vertices=vertices,
+            clip_norm=clip,
+            coefficient_set=coef,
+            start=start,
+            tol=1e-10,
+            max_steps=20000,
+            smoothing=1.0,
+            solver=solver,
+            algorithm=algorithm,
+            chunk=50,
+        )
         res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=opts)
         a = np.asarray(res.alpha).reshape(-1)
         f = float(np.sum((G @ a - g_vec) ** 2))
@@ -80,7 +106,9 @@ def test_reaches_the_exact_qp_optimum_and_the_gap_certifies_it(solver, algorithm
             assert abs(a.sum() - 1) < 1e-10
 
 
-@pytest.mark.parametrize("solver,algorithm", [("jacobian", "fista"), ("gram", "fista"), ("gram", "pairwise_frank_wolfe")])
+@pytest.mark.parametrize(
+    "solver,algorithm", [("jacobian", "fista"), ("gram", "fista"), ("gram", "pairwise_frank_wolfe")]
+)
 def test_gap_is_an_upper_bound_along_the_way(solver, algorithm):
     """On a materialised case: at every stopping tolerance, F(alpha) - F* <= the reported gap."""
     with jax.enable_x64(True):
@@ -88,8 +116,15 @@ def test_gap_is_an_upper_bound_along_the_way(solver, algorithm):
         G = effective_G(params, x, clip=None, per_example=False)
         _, f_star = qp(G, g_vec, per_example=False, n=6)
         for steps in (1, 3, 10, 30):
-            res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=HullOptions(
-                vertices="raw", start="uniform", tol=0.0, max_steps=steps, solver=solver, algorithm=algorithm))
+            res = converged_hull_projection(
+                mlp,
+                params,
+                x,
+                unravel(jnp.asarray(g_vec)),
+                options=HullOptions(
+                    vertices="raw", start="uniform", tol=0.0, max_steps=steps, solver=solver, algorithm=algorithm
+                ),
+            )
             f = float(np.sum((G @ np.asarray(res.alpha).reshape(-1) - g_vec) ** 2))
             assert int(res.iterations) == steps
             assert f - f_star <= float(res.gap) * (1 + 1e-9) + 1e-12
@@ -102,8 +137,16 @@ def test_both_solvers_stop_at_the_first_iterate_within_tolerance(coef):
     with jax.enable_x64(True):
         params, x, unravel, g_vec = make_problem(n=6, seed=5)
         g = unravel(jnp.asarray(g_vec))
-        free = HullOptions(vertices="clipped", clip_norm=0.5, coefficient_set=coef, start="uniform", tol=1e-4,
-                           max_steps=500, chunk=7, solver="jacobian")
+        free = HullOptions(
+            vertices="clipped",
+            clip_norm=0.5,
+            coefficient_set=coef,
+            start="uniform",
+            tol=1e-4,
+            max_steps=500,
+            chunk=7,
+            solver="jacobian",
+        )
         jac = converged_hull_projection(mlp, params, x, g, options=free)
         mf = converged_hull_projection(mlp, params, x, g, options=dataclasses.replace(free, solver="matrix_free"))
         assert 1 <= int(jac.iterations) < 500 and int(jac.iterations) % 7 != 0  # a stop inside a chunk
@@ -118,8 +161,16 @@ def test_gram_fista_runs_the_jacobian_solvers_iterates(coef, smoothing):
     with jax.enable_x64(True):
         params, x, unravel, g_vec = make_problem(n=6, seed=7)
         g = unravel(jnp.asarray(g_vec))
-        jac_opts = HullOptions(vertices="clipped", clip_norm=0.5, coefficient_set=coef, start="predicted", tol=1e-5,
-                               max_steps=500, smoothing=smoothing, solver="jacobian")
+        jac_opts = HullOptions(
+            vertices="clipped",
+            clip_norm=0.5,
+            coefficient_set=coef,
+            start="predicted",
+            tol=1e-5,
+            max_steps=500,
+            smoothing=smoothing,
+            solver="jacobian",
+        )
         jac = converged_hull_projection(mlp, params, x, g, options=jac_opts)
         gram = converged_hull_projection(mlp, params, x, g, options=dataclasses.replace(jac_opts, solver="gram"))
         assert gram.solver == "gram" and 1 < int(jac.iterations) < 500
@@ -138,9 +189,21 @@ def test_pairwise_frank_wolfe_keeps_a_sparse_feasible_iterate_and_descends():
         G = effective_G(params, x, clip=0.5, per_example=False)
         objs = []
         for steps in (1, 2, 5, 20, 80):
-            res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=HullOptions(
-                vertices="clipped", clip_norm=0.5, start="uniform", tol=0.0, max_steps=steps, solver="gram",
-                algorithm="pairwise_frank_wolfe"))
+            res = converged_hull_projection(
+                mlp,
+                params,
+                x,
+                unravel(jnp.asarray(g_vec)),
+                options=HullOptions(
+                    vertices="clipped",
+                    clip_norm=0.5,
+                    start="uniform",
+                    tol=0.0,
+                    max_steps=steps,
+                    solver="gram",
+                    algorithm="pairwise_frank_wolfe",
+                ),
+            )
             a = np.asarray(res.alpha).reshape(-1)
             assert a.min() >= 0 and abs(a.sum() - 1) < 1e-12
             objs.append(float(np.sum((G @ a - g_vec) ** 2)))
@@ -153,13 +216,16 @@ def test_frank_wolfe_gap_against_its_definition():
     a = project_rows_simplex(jnp.asarray(rng.random((4, 3))))
     joint = np.asarray(a) / 4
     assert float(frank_wolfe_gap(jnp.asarray(grad), jnp.asarray(joint))) == pytest.approx(
-        np.sum(grad * joint) - grad.min())
+        np.sum(grad * joint) - grad.min()
+    )
     assert float(frank_wolfe_gap(jnp.asarray(grad), a, per_example=True)) == pytest.approx(
-        np.sum(grad * np.asarray(a)) - grad.min(axis=1).sum())
+        np.sum(grad * np.asarray(a)) - grad.min(axis=1).sum()
+    )
     mask = jnp.asarray([1.0, 1.0, 0.0, 1.0])
     am = a * mask[:, None]
     assert float(frank_wolfe_gap(jnp.asarray(grad), am, mask=mask, per_example=True)) == pytest.approx(
-        np.sum(grad * np.asarray(am)) - grad.min(axis=1)[[0, 1, 3]].sum())
+        np.sum(grad * np.asarray(am)) - grad.min(axis=1)[[0, 1, 3]].sum()
+    )
     rows = np.asarray(project_rows_simplex(jnp.asarray(rng.normal(size=(5, 3))), mask=jnp.asarray([1, 0, 1, 1, 1.0])))
     np.testing.assert_allclose(rows.sum(axis=1), [1, 0, 1, 1, 1], atol=1e-6)
     assert rows.min() >= 0
@@ -177,12 +243,29 @@ def test_clipped_vertices_contain_the_clipped_batch_gradient(coef):
         cols = G[:, np.arange(n) * K + y]
         clean = (cols * np.minimum(1.0, clip / np.linalg.norm(cols, axis=0))).mean(axis=1)
         assert np.linalg.norm(cols, axis=0).max() > clip  # clipping is active in this case
-        den = D.self_conv(steps=20000, step_size="auto", smoothing=1.0, vertices="clipped", clip_norm=clip,
-                          coefficient_set=coef, start="predicted", tol=1e-14, momentum="nesterov")
+        den = D.self_conv(
+            steps=20000,
+            step_size="auto",
+            smoothing=1.0,
+            vertices="clipped",
+            clip_norm=clip,
+            coefficient_set=coef,
+            start="predicted",
+            tol=1e-14,
+            momentum="nesterov",
+        )
         out, info = den(unravel(jnp.asarray(clean)), logits_fn=mlp, params=params, x=x)
         np.testing.assert_allclose(ravel(out), clean, atol=1e-6 * np.linalg.norm(clean))
-        raw = D.self_conv(steps=20000, step_size="auto", smoothing=1.0, vertices="raw", coefficient_set=coef,
-                          start="predicted", tol=1e-14, momentum="nesterov")
+        raw = D.self_conv(
+            steps=20000,
+            step_size="auto",
+            smoothing=1.0,
+            vertices="raw",
+            coefficient_set=coef,
+            start="predicted",
+            tol=1e-14,
+            momentum="nesterov",
+        )
         out_raw, _ = raw(unravel(jnp.asarray(clean)), logits_fn=mlp, params=params, x=x)
         # the raw hull contains it too: each example's columns average to 0 under the model's own
         # probabilities (sum_kappa p_kappa grad l_kappa = 0), so s_i g_{i,y_i} + (1 - s_i) 0 is in it;
@@ -194,10 +277,17 @@ def test_clipped_vertices_contain_the_clipped_batch_gradient(coef):
 def test_predicted_start_is_label_free_and_zero_for_raw_vertices():
     with jax.enable_x64(True):
         params, x, unravel, g_vec = make_problem(n=5, seed=6)
-        res = converged_hull_projection(mlp, params, x, unravel(jnp.asarray(g_vec)), options=HullOptions(
-            vertices="raw", start="predicted", tol=0.0, max_steps=1, smoothing=1.0, solver="jacobian"))
+        res = converged_hull_projection(
+            mlp,
+            params,
+            x,
+            unravel(jnp.asarray(g_vec)),
+            options=HullOptions(
+                vertices="raw", start="predicted", tol=0.0, max_steps=1, smoothing=1.0, solver="jacobian"
+            ),
+        )
         # G alpha_0 = 0, so the initial objective is ||g||^2
-        assert float(res.objective_init) == pytest.approx(float(np.sum(g_vec ** 2)), rel=1e-10)
+        assert float(res.objective_init) == pytest.approx(float(np.sum(g_vec**2)), rel=1e-10)
 
 
 def test_options_are_checked():

@@ -30,8 +30,9 @@ def _setup(k, users=1, seed=0):
 
     def grad_at(i, label):
         def loss(p):
-            z = logits(p, (x_num[i:i + 1], x_cat[i:i + 1]))[0]
+            z = logits(p, (x_num[i : i + 1], x_cat[i : i + 1]))[0]
             return -jax.nn.log_softmax(z)[label]
+
         return np.asarray(jax.flatten_util.ravel_pytree(jax.grad(loss)(params))[0], np.float64)
 
     g = np.array([[grad_at(i, c) for c in (0, 1)] for i in range(users * k)])  # (rows, 2, d)
@@ -39,8 +40,17 @@ def _setup(k, users=1, seed=0):
 
 
 def _denoiser(k):
-    inner = alt_conv(steps=20000, step_size="auto", smoothing=1.0, momentum="nesterov", coefficient_set="per_example",
-                     vertices="raw", start="uniform", tol=1e-12, solver="jacobian")
+    inner = alt_conv(
+        steps=20000,
+        step_size="auto",
+        smoothing=1.0,
+        momentum="nesterov",
+        coefficient_set="per_example",
+        vertices="raw",
+        start="uniform",
+        tol=1e-12,
+        solver="jacobian",
+    )
     return UserSum(inner=inner, examples_per_user=k)
 
 
@@ -55,9 +65,15 @@ def test_one_user_projection_is_the_exact_projection_onto_its_labelling_hull(k):
     # enumerate all 2^k labellings: the vertices of the user's hull, and the exact QP over them
     verts = np.array([sum(g[i, y[i]] for i in range(k)) for y in itertools.product((0, 1), repeat=k)])
     m = len(verts)
-    qp = minimize(lambda w: np.sum((w @ verts - v) ** 2), np.full(m, 1 / m), jac=lambda w: 2 * verts @ (w @ verts - v),
-                  bounds=[(0, 1)] * m, constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}], method="SLSQP",
-                  options={"ftol": 1e-14, "maxiter": 1000})
+    qp = minimize(
+        lambda w: np.sum((w @ verts - v) ** 2),
+        np.full(m, 1 / m),
+        jac=lambda w: 2 * verts @ (w @ verts - v),
+        bounds=[(0, 1)] * m,
+        constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1}],
+        method="SLSQP",
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )
     best = qp.x @ verts
     ref, _ = project_onto_zonotope_reference(v, a, D)
     scale = np.linalg.norm(D) + 1e-12

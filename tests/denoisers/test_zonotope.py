@@ -42,10 +42,15 @@ def scale2(D):
 def hull_qp(vertices, v):
     """min ||V^T w - v||^2 over the simplex of the 2^k vertex weights, by SLSQP (independent)."""
     m = vertices.shape[0]
-    res = minimize(lambda w: float(np.sum((vertices.T @ w - v) ** 2)), np.full(m, 1.0 / m),
-                   jac=lambda w: 2.0 * vertices @ (vertices.T @ w - v), method="SLSQP",
-                   bounds=[(0.0, None)] * m, constraints=[{"type": "eq", "fun": lambda w: np.sum(w) - 1.0}],
-                   options={"ftol": 1e-16, "maxiter": 5000})
+    res = minimize(
+        lambda w: float(np.sum((vertices.T @ w - v) ** 2)),
+        np.full(m, 1.0 / m),
+        jac=lambda w: 2.0 * vertices @ (vertices.T @ w - v),
+        method="SLSQP",
+        bounds=[(0.0, None)] * m,
+        constraints=[{"type": "eq", "fun": lambda w: np.sum(w) - 1.0}],
+        options={"ftol": 1e-16, "maxiter": 5000},
+    )
     assert res.success or res.status == 8, res.message  # 8: line-search precision, still feasible
     w = np.clip(res.x, 0.0, None)
     w = w / w.sum()
@@ -69,13 +74,14 @@ def test_projection_reaches_the_hull_of_all_labellings(k, d, x64):
     for r in range(REPS):
         s2 = scale2(D[r])
         verts = Z.labelling_gradients(a[r], D[r])
-        assert verts.shape == (2 ** k, d)
+        assert verts.shape == (2**k, d)
         hull_point, hull_obj = hull_qp(verts, v[r])
         ref_point, ref_t = Z.project_onto_zonotope_reference(v[r], a[r], D[r])
         ref_obj = float(np.sum((ref_point - v[r]) ** 2))
         ours = float(res.objective[r])
-        np.testing.assert_allclose(ours, float(np.sum((np.asarray(res.projected[r]) - v[r]) ** 2)), rtol=1e-12,
-                                   atol=1e-14 * s2)
+        np.testing.assert_allclose(
+            ours, float(np.sum((np.asarray(res.projected[r]) - v[r]) ** 2)), rtol=1e-12, atol=1e-14 * s2
+        )
         # the JAX solver reaches the exact box-LS optimum ...
         assert abs(ours - ref_obj) <= 1e-9 * max(ref_obj, s2)
         # ... which is the optimum over the hull of the 2^k labellings' gradients
@@ -173,8 +179,9 @@ def test_tol_stops_early_with_a_valid_certificate(x64):
         assert float(res.objective[r]) - ref_obj <= float(res.gap[r]) + 1e-12 * s2
         assert np.linalg.norm(np.asarray(res.projected[r]) - ref_point) <= np.sqrt(tol * s2) * (1 + 1e-9)
     # the step is 1/L with L = 2 lambda_max(D^T D)
-    np.testing.assert_allclose(np.asarray(res.step_size),
-                               [1.0 / (2.0 * np.linalg.eigvalsh(Dr.T @ Dr)[-1]) for Dr in D], rtol=1e-10)
+    np.testing.assert_allclose(
+        np.asarray(res.step_size), [1.0 / (2.0 * np.linalg.eigvalsh(Dr.T @ Dr)[-1]) for Dr in D], rtol=1e-10
+    )
 
 
 def test_float32_broadcasting_and_init():
@@ -225,8 +232,9 @@ def test_zonotope_from_endpoints_is_every_labellings_per_user_gradient(x64):
     assert a.shape == (flat.size,) and D.shape == (flat.size, k)
     ys = jnp.asarray(Z.labellings(k), jnp.float64)
     # the per-user gradient of every labelling, straight from autodiff of the summed loss
-    direct = jax.jit(jax.vmap(jax.grad(lambda p, y: jnp.sum(jax.vmap(loss, in_axes=(None, 0, 0))(p, x, y))),
-                              in_axes=(None, 0)))(flat, ys)
+    direct = jax.jit(
+        jax.vmap(jax.grad(lambda p, y: jnp.sum(jax.vmap(loss, in_axes=(None, 0, 0))(p, x, y))), in_axes=(None, 0))
+    )(flat, ys)
     np.testing.assert_allclose(np.asarray(a[None, :] + ys @ D.T), np.asarray(direct), rtol=1e-10, atol=1e-12)
     logit_grads = jax.vmap(jax.grad(lambda p, xi: bce_logit(unravel(p), xi)), in_axes=(None, 0))(flat, x)
     np.testing.assert_allclose(np.asarray(D), -np.asarray(logit_grads).T, rtol=1e-10, atol=1e-12)

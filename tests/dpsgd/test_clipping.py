@@ -51,8 +51,14 @@ def _ads_case(truncated, unit, rng, b=24, k=4):
     return logits, logits.tapped, params, (xn, xc), y, mask
 
 
-CASES = [("mnist_cnn", "SAME"), ("mnist_cnn", "VALID"), ("cifar_cnn", "SAME"), ("linear", "SAME"), ("ads", False),
-         ("ads", True)]
+CASES = [
+    ("mnist_cnn", "SAME"),
+    ("mnist_cnn", "VALID"),
+    ("cifar_cnn", "SAME"),
+    ("linear", "SAME"),
+    ("ads", False),
+    ("ads", True),
+]
 
 
 def _case(case, unit, seed=0):
@@ -231,8 +237,9 @@ def test_dropout_is_on_in_training_and_the_same_in_both_formulations():
     assert float(jnp.max(jnp.abs(train - evaluation))) > 1e-4
     np.testing.assert_allclose(np.asarray(evaluation), np.asarray(spec.tapped(params, x, Tape(None))), atol=1e-5)
     keys = jax.random.split(jax.random.key(1), 6)
-    one_by_one = jnp.concatenate([spec.tapped(params, x[i:i + 1], Tape(None, dropout_keys=keys[i:i + 1]))
-                                  for i in range(6)])
+    one_by_one = jnp.concatenate(
+        [spec.tapped(params, x[i : i + 1], Tape(None, dropout_keys=keys[i : i + 1])) for i in range(6)]
+    )
     np.testing.assert_allclose(np.asarray(one_by_one), np.asarray(train), rtol=1e-5, atol=1e-6)
 
 

@@ -9,8 +9,16 @@ from labeldp.dpsgd.loop import DPLoopResult
 
 
 def _result(losses, norms):
-    return DPLoopResult(state=None, steps=len(losses), losses=list(losses), clipped_fraction=[0.0] * len(losses),
-                        diagnostics={}, diverged=False, seconds=0.0, grad_norms=list(norms))
+    return DPLoopResult(
+        state=None,
+        steps=len(losses),
+        losses=list(losses),
+        clipped_fraction=[0.0] * len(losses),
+        diagnostics={},
+        diverged=False,
+        seconds=0.0,
+        grad_norms=list(norms),
+    )
 
 
 @pytest.mark.parametrize("steps,points", [(585, 100), (100, 100), (7, 100), (250, 40)])

@@ -16,16 +16,22 @@ def test_plan_steps_batches_and_epsilon():
     plan = make_training_plan(target_epsilon=1.0, target_delta=1e-5, n=1000, expected_batch_size=64, epochs=3)
     assert plan.steps == 3 * 1000 // 64 and plan.sampling_rate == 64 / 1000
     assert len(list(plan.batches(rng=np.random.default_rng(0), pad_to=128))) == plan.steps
-    direct = accounting.dpsgd_epsilon(noise_multiplier=plan.noise_multiplier, sampling_rate=plan.sampling_rate,
-                                      steps=plan.steps, delta=1e-5, neighboring_relation="add_or_remove")
+    direct = accounting.dpsgd_epsilon(
+        noise_multiplier=plan.noise_multiplier,
+        sampling_rate=plan.sampling_rate,
+        steps=plan.steps,
+        delta=1e-5,
+        neighboring_relation="add_or_remove",
+    )
     out = plan.privacy_outcome(mechanism="dpsgd")
     assert out.valid and out.epsilon == pytest.approx(direct, rel=1e-6) and out.epsilon <= 1.0
     assert out.epsilon_by_relation["label_substitution"] > out.epsilon  # stated under both relations
 
 
 def test_shuffled_batches_and_other_reasons_make_the_guarantee_invalid():
-    plan = make_training_plan(target_epsilon=1.0, target_delta=1e-5, n=1000, expected_batch_size=100, epochs=1,
-                              sampling="shuffle")
+    plan = make_training_plan(
+        target_epsilon=1.0, target_delta=1e-5, n=1000, expected_batch_size=100, epochs=1, sampling="shuffle"
+    )
     assert len(list(plan.batches(rng=np.random.default_rng(0), pad_to=100))) == plan.steps
     out = plan.privacy_outcome(mechanism="dpsgd", reasons=("amplification claimed",))
     assert not out.valid and "amplification claimed" in out.invalid_reason and "shuffled" in out.invalid_reason
@@ -61,15 +67,21 @@ def test_image_methods_draw_the_planned_steps_and_record_the_planned_eps(monkeyp
     if method == "labeldp_pro":
         hp.update(proj_step_size="auto", proj_steps=5, smoothing=1.0)
         options = {"denoiser": "alt_conv", "alt_batch_size": 8}
-    spec = RunSpec(dataset="mnist", method=method, variant="default", epsilon=2.0, delta=1e-5, seed=0, hparams=hp,
-                   options=options)
+    spec = RunSpec(
+        dataset="mnist", method=method, variant="default", epsilon=2.0, delta=1e-5, seed=0, hparams=hp, options=options
+    )
     res = registry.get_method(method).run(_fake_data(n_train=256, n_test=32), spec)
     plan = drawn[0]
     assert all(p is plan for p in drawn) and len(drawn) == plan.steps == res.details["steps"] == 2 * 256 // 64
     acc = res.privacy.accounting
     assert acc["steps"] == plan.steps and acc["noise_multiplier"] == plan.noise_multiplier
-    direct = accounting.dpsgd_epsilon(noise_multiplier=plan.noise_multiplier, sampling_rate=plan.sampling_rate,
-                                      steps=plan.steps, delta=1e-5, neighboring_relation="add_or_remove")
+    direct = accounting.dpsgd_epsilon(
+        noise_multiplier=plan.noise_multiplier,
+        sampling_rate=plan.sampling_rate,
+        steps=plan.steps,
+        delta=1e-5,
+        neighboring_relation="add_or_remove",
+    )
     assert res.privacy.epsilon == pytest.approx(direct, rel=1e-6)
 
 
@@ -79,8 +91,15 @@ def test_opacus_twin_draws_the_plans_batches(monkeypatch):
     from tests.baselines.test_label_baselines import _fake_data
 
     drawn = _count_batches(monkeypatch)
-    spec = RunSpec(dataset="mnist", method="dpsgd_opacus", variant="default", epsilon=2.0, delta=1e-5, seed=0,
-                   hparams=dict(learning_rate=0.2, epochs=2, batch_size=64, clip_norm=1.0))
+    spec = RunSpec(
+        dataset="mnist",
+        method="dpsgd_opacus",
+        variant="default",
+        epsilon=2.0,
+        delta=1e-5,
+        seed=0,
+        hparams=dict(learning_rate=0.2, epochs=2, batch_size=64, clip_norm=1.0),
+    )
     res = dpsgd_opacus.run(_fake_data(n_train=256, n_test=32), spec)
     plan = drawn[0]
     assert all(p is plan for p in drawn) and len(drawn) == plan.steps == 2 * 256 // 64
@@ -103,15 +122,28 @@ def test_user_level_methods_draw_the_planned_steps_and_record_the_planned_eps(mo
     hp = dict(learning_rate=1e-2, epochs=2, batch_size=32, clip_norm=1.0)
     if method == "labeldp_pro":
         hp.update(proj_step_size="auto", proj_steps=5, smoothing=1.0)
-    spec = RunSpec(dataset="criteo_attribution", method=method, variant="k2", epsilon=1.0, delta=1e-5, seed=0,
-                   hparams=hp, options={"examples_per_user": 2})
+    spec = RunSpec(
+        dataset="criteo_attribution",
+        method=method,
+        variant="k2",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options={"examples_per_user": 2},
+    )
     res = registry.get_method(method).run(ads_data, spec)
     plan = drawn[0]
     users = res.details["users"]
     assert plan.n == users and all(p is plan for p in drawn)
     assert len(drawn) == plan.steps == res.metrics["steps"] == 2 * users // 32
-    direct = accounting.dpsgd_epsilon(noise_multiplier=plan.noise_multiplier, sampling_rate=plan.sampling_rate,
-                                      steps=plan.steps, delta=1e-5, neighboring_relation="add_or_remove")
+    direct = accounting.dpsgd_epsilon(
+        noise_multiplier=plan.noise_multiplier,
+        sampling_rate=plan.sampling_rate,
+        steps=plan.steps,
+        delta=1e-5,
+        neighboring_relation="add_or_remove",
+    )
     assert res.privacy.epsilon == pytest.approx(direct, rel=1e-6) and res.privacy.privacy_unit == "user"
 
 
@@ -120,19 +152,32 @@ def test_hybrid_dp_phase_draws_the_planned_steps_and_records_eps1_plus_the_plans
     import importlib
 
     drawn = _count_batches(monkeypatch)
-    hp = {"learning_rate": 1e-2, "epochs": 1, "batch_size": 64, "dp_learning_rate": 1e-2, "dp_epochs": 2,
-          "dp_batch_size": 64, "clip_norm": 1.0}
+    hp = {
+        "learning_rate": 1e-2,
+        "epochs": 1,
+        "batch_size": 64,
+        "dp_learning_rate": 1e-2,
+        "dp_epochs": 2,
+        "dp_batch_size": 64,
+        "clip_norm": 1.0,
+    }
     if method == "hybrid_dpsgd":
         hp = {k: hp[k] for k in ("dp_learning_rate", "dp_epochs", "dp_batch_size", "clip_norm")}
-    spec = RunSpec(dataset="criteo_attribution", method=method, variant="default", epsilon=5.0, delta=1e-5, seed=0,
-                   hparams=hp)
+    spec = RunSpec(
+        dataset="criteo_attribution", method=method, variant="default", epsilon=5.0, delta=1e-5, seed=0, hparams=hp
+    )
     res = importlib.import_module(f"baselines.{method}").run(ads_data, spec)
     plan = drawn[0]
     n = len(ads_data.y_train)
     assert plan.n == n and all(p is plan for p in drawn)
     assert len(drawn) == plan.steps == res.details["phase2_steps"] == 2 * n // 64
-    direct = accounting.dpsgd_epsilon(noise_multiplier=plan.noise_multiplier, sampling_rate=plan.sampling_rate,
-                                      steps=plan.steps, delta=1e-5, neighboring_relation="add_or_remove")
+    direct = accounting.dpsgd_epsilon(
+        noise_multiplier=plan.noise_multiplier,
+        sampling_rate=plan.sampling_rate,
+        steps=plan.steps,
+        delta=1e-5,
+        neighboring_relation="add_or_remove",
+    )
     assert res.privacy.epsilon == pytest.approx(res.details["epsilon1"] + direct, rel=1e-6)
 
 
@@ -142,16 +187,29 @@ def test_user_level_hybrid_draws_its_fixed_steps_at_the_item_level_target(monkey
 
     drawn = _count_batches(monkeypatch)
     hp = {"dp_learning_rate": 1e-2, "dp_epochs": 1, "dp_batch_size": 64, "clip_norm": 1.0}
-    spec = RunSpec(dataset="criteo_attribution", method="hybrid_user_level", variant="dpsgd_k3", epsilon=5.0,
-                   delta=1e-5, seed=0, hparams=hp, options={"examples_per_user": 3, "phase_split": "dpsgd"})
+    spec = RunSpec(
+        dataset="criteo_attribution",
+        method="hybrid_user_level",
+        variant="dpsgd_k3",
+        epsilon=5.0,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options={"examples_per_user": 3, "phase_split": "dpsgd"},
+    )
     res = hybrid_user_level.run(ads_data, spec)
     plan = drawn[0]
     users = res.details["users"]
     assert plan.n == 3 * users and all(p is plan for p in drawn)
     assert len(drawn) == plan.steps == res.details["phase2_steps"] == users * hybrid_user.K_MAX // 64
     item = res.details["item_level"]
-    direct = accounting.dpsgd_epsilon(noise_multiplier=plan.noise_multiplier, sampling_rate=plan.sampling_rate,
-                                      steps=plan.steps, delta=item["delta"], neighboring_relation="add_or_remove")
+    direct = accounting.dpsgd_epsilon(
+        noise_multiplier=plan.noise_multiplier,
+        sampling_rate=plan.sampling_rate,
+        steps=plan.steps,
+        delta=item["delta"],
+        neighboring_relation="add_or_remove",
+    )
     assert direct <= item["epsilon"] * (1 + 1e-6)
     assert res.privacy.epsilon == pytest.approx(3 * res.details["item_level_by_relation"]["add_or_remove"]["epsilon"])
 

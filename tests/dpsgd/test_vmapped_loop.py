@@ -24,16 +24,30 @@ def _specs(method="dpsgd", lrs=(0.1, 0.3), clips=(0.5, 2.0), seeds=(0, 1), optio
         for c in clips:
             for seed in seeds:
                 hp = dict(learning_rate=lr, epochs=epochs, batch_size=32, clip_norm=c, **(extra or {}))
-                out.append(RunSpec(dataset="mnist", method=method, variant="default", epsilon=1.0, delta=1e-5,
-                                   seed=seed, hparams=hp, options=dict(options or {}), profile="smoke"))
+                out.append(
+                    RunSpec(
+                        dataset="mnist",
+                        method=method,
+                        variant="default",
+                        epsilon=1.0,
+                        delta=1e-5,
+                        seed=seed,
+                        hparams=hp,
+                        options=dict(options or {}),
+                        profile="smoke",
+                    )
+                )
     return out
 
 
 def _payload(tmp_path: Path, specs) -> dict:
     runs = [(s, str(tmp_path / "results" / f"{plan.run_id(s)}.json")) for s in specs]
     common = {k: v for k, v in specs[0].to_dict().items() if k not in ("hparams", "seed")}
-    return {"id": "mnist/x/default/eps1.0/sweep-test", "common": common,
-            "runs": [[dict(s.hparams), s.seed, p] for s, p in runs]}
+    return {
+        "id": "mnist/x/default/eps1.0/sweep-test",
+        "common": common,
+        "runs": [[dict(s.hparams), s.seed, p] for s, p in runs],
+    }
 
 
 def _close(a: dict, b: dict, rel=1e-5):
@@ -86,10 +100,27 @@ def test_labeldp_pro_vmapped_with_an_in_jit_projection_matches_single_runs(tmp_p
 
     data = load_prepared(str(_prepared(tmp_path / "mnist.npz")))
     extra = {"proj_step_size": "auto", "proj_steps": 20, "smoothing": 0.85}
-    specs = _specs(method="labeldp_pro", lrs=(0.05, 0.1), clips=(1.0,), seeds=(0, 1), extra=extra, epochs=1,
-                   options={"alt_batch_size": 16})[1:3]  # lr and seed differ
-    kw = {} if form == "paper" else {"momentum": "nesterov", "vertices": "clipped", "clip_norm": 1.0,
-                                     "start": "predicted", "tol": 1e-3, "solver": "gram"}
+    specs = _specs(
+        method="labeldp_pro",
+        lrs=(0.05, 0.1),
+        clips=(1.0,),
+        seeds=(0, 1),
+        extra=extra,
+        epochs=1,
+        options={"alt_batch_size": 16},
+    )[1:3]  # lr and seed differ
+    kw = (
+        {}
+        if form == "paper"
+        else {
+            "momentum": "nesterov",
+            "vertices": "clipped",
+            "clip_norm": 1.0,
+            "start": "predicted",
+            "tol": 1e-3,
+            "solver": "gram",
+        }
+    )
     den = denoisers.alt_conv(steps=20, step_size="auto", smoothing=0.85, loop="fori", **kw)
     assert not den.host_loop()
     assert denoisers.alt_conv(tol=1e-3, momentum="nesterov", loop="fori").host_loop()  # solver auto
@@ -102,7 +133,8 @@ def test_labeldp_pro_vmapped_with_an_in_jit_projection_matches_single_runs(tmp_p
             assert a.details[k] == b.details[k]
         if form == "converged":
             assert a.details["projection_iterations_median"] == pytest.approx(
-                b.details["projection_iterations_median"], abs=1)
+                b.details["projection_iterations_median"], abs=1
+            )
 
 
 def test_runs_group_by_all_but_learning_rate_clip_and_seed_and_respect_the_cap(tmp_path):
@@ -139,8 +171,18 @@ def test_vmap_runs_resolves_auto_by_backend_and_refuses_nonsense():
         with pytest.raises(ValueError, match="sweep_vmap_runs"):
             resolve_vmap_runs(bad)
     with pytest.raises(SystemExit, match="sweep_vmap_runs"):
-        sweep_runner.main(["--sweep", json.dumps(_payload(Path("/nonexistent"), _specs(seeds=(0,)))),
-                           "--data", "x.npz", "--marker", "m.json", "--vmap-runs", "zero"])
+        sweep_runner.main(
+            [
+                "--sweep",
+                json.dumps(_payload(Path("/nonexistent"), _specs(seeds=(0,)))),
+                "--data",
+                "x.npz",
+                "--marker",
+                "m.json",
+                "--vmap-runs",
+                "zero",
+            ]
+        )
 
 
 def test_the_group_key_ignores_exactly_the_traced_hyperparameters():
@@ -150,4 +192,6 @@ def test_the_group_key_ignores_exactly_the_traced_hyperparameters():
     assert private_training.vmap_group_key(a, denoiser=noop()) == private_training.vmap_group_key(b, denoiser=noop())
     for change in ({"epochs": 3}, {"batch_size": 64}):
         c = RunSpec.from_dict({**a.to_dict(), "hparams": {**a.hparams, **change}})
-        assert private_training.vmap_group_key(c, denoiser=noop()) != private_training.vmap_group_key(a, denoiser=noop())
+        assert private_training.vmap_group_key(c, denoiser=noop()) != private_training.vmap_group_key(
+            a, denoiser=noop()
+        )

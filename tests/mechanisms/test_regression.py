@@ -181,7 +181,7 @@ def set_partitions(items):
     first, rest = items[0], items[1:]
     for part in set_partitions(rest):
         for i in range(len(part)):
-            yield part[:i] + [[first] + part[i]] + part[i + 1:]
+            yield part[:i] + [[first] + part[i]] + part[i + 1 :]
         yield [[first]] + part
 
 
@@ -229,7 +229,9 @@ def test_rr_on_bins_matches_brute_force_over_all_maps(eps, support, probs):
     brute_exact_m = exact[1:]
     assert np.all(per_m >= brute_exact_m * (1 - 1e-9) - 1e-12)
     assert per_m.min() == pytest.approx(brute_exact_m.min(), rel=1e-9, abs=1e-12)
-    assert per_m[0] == pytest.approx(brute_exact_m[0], rel=1e-9) and per_m[-1] == pytest.approx(brute_exact_m[-1], rel=1e-9)
+    assert per_m[0] == pytest.approx(brute_exact_m[0], rel=1e-9) and per_m[-1] == pytest.approx(
+        brute_exact_m[-1], rel=1e-9
+    )
     assert_valid_dp_randomizer(r, eps)
     # Phi is monotone (bins are contiguous), and the loss from the matrix is the DP optimum.
     assert np.all(np.diff(r.label_to_output) >= 0)
@@ -265,8 +267,15 @@ def _lp_best_mechanism(support, probs, outputs, eps, *, unbiased):
             row[y2 * n + i] = 1.0
             row[y * n + i] = -big
             rows.append(row)
-    res = optimize.linprog(c, A_ub=np.array(rows), b_ub=np.zeros(len(rows)), A_eq=np.array(a_eq),
-                           b_eq=np.array(b_eq), bounds=(0, None), method="highs")
+    res = optimize.linprog(
+        c,
+        A_ub=np.array(rows),
+        b_ub=np.zeros(len(rows)),
+        A_eq=np.array(a_eq),
+        b_eq=np.array(b_eq),
+        bounds=(0, None),
+        method="highs",
+    )
     assert res.status == 0, res.message
     return res.fun, res.x.reshape(k, n)
 
@@ -285,8 +294,11 @@ def test_rr_on_bins_is_optimal_among_all_dp_randomizers(eps, support, probs):
 def test_rr_family_is_dp_and_samples_match(eps, support, probs):
     rng = np.random.default_rng(int(eps * 1000) + len(support))
     phi = rng.choice(support, size=len(support))  # any map, not necessarily monotone
-    for r in (R.rr_on_bins(support, probs, epsilon=eps), R.debiased_rr(support, epsilon=eps, probs=probs),
-              R.rr_on_bins_from_map(support, epsilon=eps, label_outputs=phi)):
+    for r in (
+        R.rr_on_bins(support, probs, epsilon=eps),
+        R.debiased_rr(support, epsilon=eps, probs=probs),
+        R.rr_on_bins_from_map(support, epsilon=eps, label_outputs=phi),
+    ):
         assert_valid_dp_randomizer(r, eps)
         # RR on m outputs is tight: the ratio e^eps is attained whenever m >= 2.
         if r.outputs.size >= 2:
@@ -319,8 +331,9 @@ def test_optimal_unbiased_is_feasible_unbiased_dp_and_beats_debiased_rr(eps, sup
     np.testing.assert_allclose(default.outputs, grid)
     dbrr = R.debiased_rr(support, epsilon=eps, probs=probs)
     np.testing.assert_allclose(grid[[0, -1]], dbrr.outputs[[0, -1]], rtol=1e-12)
-    union = R.optimal_unbiased_randomizer(support, probs, epsilon=eps,
-                                          outputs=np.unique(np.concatenate([grid, dbrr.outputs])))
+    union = R.optimal_unbiased_randomizer(
+        support, probs, epsilon=eps, outputs=np.unique(np.concatenate([grid, dbrr.outputs]))
+    )
     for r in (two, default, union):
         assert_valid_dp_randomizer(r, eps)
         assert_exactly_unbiased(r)
@@ -378,8 +391,9 @@ def test_optimal_unbiased_grid_refinement_bound(eps, support, probs):
     assert g_c <= g_f + delta**2 / 4 + tol
     # The composed mechanism is itself unbiased, eps-DP and on the coarse grid.
     rounding = R.randomized_rounding_matrix(fine.outputs, support=coarse.outputs)
-    composed = R.DiscreteRandomizer(support=support, outputs=coarse.outputs, matrix=fine.matrix @ rounding.matrix,
-                                    probs=probs)
+    composed = R.DiscreteRandomizer(
+        support=support, outputs=coarse.outputs, matrix=fine.matrix @ rounding.matrix, probs=probs
+    )
     assert_valid_dp_randomizer(composed, eps, row_tol=1e-9)
     assert_exactly_unbiased(composed)
     assert g_c <= composed.noisy_label_loss() + tol
@@ -481,7 +495,7 @@ def test_discrete_noise_matches_paper_definitions():
         stair = R.staircase_noise(epsilon=eps, sensitivity=delta, discrete=True)
         r = stair.param
         b = math.exp(-eps)
-        a = (1 - b) / (2 * r + 2 * b * (delta - r) - (1 - b))   # Definition 19's a(r)
+        a = (1 - b) / (2 * r + 2 * b * (delta - r) - (1 - b))  # Definition 19's a(r)
 
         def p_def(i):
             i = abs(i)
@@ -491,8 +505,10 @@ def test_discrete_noise_matches_paper_definitions():
         np.testing.assert_allclose(stair.pdf(z), [p_def(i) for i in z], rtol=1e-12)
         # r minimises the variance among 1..Delta.
         big = np.arange(-4000, 4001)
-        variances = [float(np.sum(big**2 * R.staircase_noise(epsilon=eps, sensitivity=delta, discrete=True,
-                                                              param=rr).pdf(big))) for rr in range(1, delta + 1)]
+        variances = [
+            float(np.sum(big**2 * R.staircase_noise(epsilon=eps, sensitivity=delta, discrete=True, param=rr).pdf(big)))
+            for rr in range(1, delta + 1)
+        ]
         assert stair.variance() == pytest.approx(min(variances), rel=1e-9)
         assert lap.variance() == pytest.approx(float(np.sum(big**2 * lap.pdf(big))), rel=1e-9)
     # Off-integer points have zero mass.
@@ -564,7 +580,7 @@ def test_continuous_mechanism_samples_follow_noise_distribution(kind, eps):
     out = mech(np.full(20000, y), epsilon=eps, lower=lower, upper=upper, clip=False, rng=rng)
     assert stats.kstest(out - y, noise.cdf).pvalue > 1e-4
     sd = math.sqrt(noise.variance() / out.size)
-    assert abs(out.mean() - y) <= 5 * sd                       # unbiased
+    assert abs(out.mean() - y) <= 5 * sd  # unbiased
     assert out.var() == pytest.approx(noise.variance(), rel=0.1)
     clipped = mech(np.full(20000, y), epsilon=eps, lower=lower, upper=upper, clip=True, rng=rng)
     assert clipped.min() >= lower and clipped.max() <= upper
@@ -617,8 +633,9 @@ def test_noisy_histogram_noise_is_laplace_with_the_right_scale():
     labels = np.array([0.0, 0.0, 1.0, 5.0, 5.0, 5.0])
     eps = 0.7
     rng = np.random.default_rng(5)
-    noise = np.concatenate([R.noisy_histogram(labels, support=support, epsilon=eps, rng=rng) - [2, 1, 3]
-                            for _ in range(3000)])
+    noise = np.concatenate(
+        [R.noisy_histogram(labels, support=support, epsilon=eps, rng=rng) - [2, 1, 3] for _ in range(3000)]
+    )
     assert stats.kstest(noise, stats.laplace(scale=2 / eps).cdf).pvalue > 1e-4
     # A wrong scale is detected.
     assert stats.kstest(noise, stats.laplace(scale=1 / eps).cdf).pvalue < 1e-6
@@ -654,25 +671,28 @@ def test_label_randomizer_algorithm3():
     rng = np.random.default_rng(17)
     support = np.arange(0.0, 8.0)
     labels = rng.choice(support, size=4000, p=rng.dirichlet(np.ones(8)))
-    res = R.label_randomizer(labels, support=support, epsilon1=0.2, epsilon2=1.8, num_outputs=15,
-                             rng=np.random.default_rng(3))
+    res = R.label_randomizer(
+        labels, support=support, epsilon1=0.2, epsilon2=1.8, num_outputs=15, rng=np.random.default_rng(3)
+    )
     assert res.epsilon == pytest.approx(2.0)
     assert res.randomizer.epsilon == pytest.approx(1.8)
-    np.testing.assert_allclose(res.randomizer.outputs,
-                               R.feasible_output_set(support, epsilon=1.8, num_outputs=15))
+    np.testing.assert_allclose(res.randomizer.outputs, R.feasible_output_set(support, epsilon=1.8, num_outputs=15))
     # Same rng stream: the prior is Algorithm 4 with eps1.
-    np.testing.assert_array_equal(res.prior, R.estimate_prior(labels, support=support, epsilon=0.2,
-                                                              rng=np.random.default_rng(3)))
+    np.testing.assert_array_equal(
+        res.prior, R.estimate_prior(labels, support=support, epsilon=0.2, rng=np.random.default_rng(3))
+    )
     assert_valid_dp_randomizer(res.randomizer, 1.8)
     assert_exactly_unbiased(res.randomizer)
     assert res.noisy_labels.shape == labels.shape
     assert np.all(np.isin(res.noisy_labels, res.randomizer.outputs))
     # Unbiased: the noisy mean estimates the true mean.
-    sd = math.sqrt(res.randomizer.noisy_label_loss(np.bincount(labels.astype(int), minlength=8) / labels.size)
-                   / labels.size)
+    sd = math.sqrt(
+        res.randomizer.noisy_label_loss(np.bincount(labels.astype(int), minlength=8) / labels.size) / labels.size
+    )
     assert abs(res.noisy_labels.mean() - labels.mean()) <= 5 * sd
-    bins = R.label_randomizer(labels, support=support, epsilon1=0.2, epsilon2=1.8, rng=np.random.default_rng(3),
-                              randomizer="rr_on_bins")
+    bins = R.label_randomizer(
+        labels, support=support, epsilon1=0.2, epsilon2=1.8, rng=np.random.default_rng(3), randomizer="rr_on_bins"
+    )
     assert bins.randomizer.name == "RR-on-Bins"
     assert bins.randomizer.noisy_label_loss() <= res.randomizer.noisy_label_loss(bins.prior)
     with pytest.raises(ValueError, match="randomizer"):

@@ -28,7 +28,7 @@ def cnn_problem():
     y = rng.integers(0, 10, 64)
     x = rng.normal(0.0, 0.3, (64, 28, 28, 1)).astype(np.float32)
     for i, c in enumerate(y):
-        x[i, 2 * c:2 * c + 8, 4:24, 0] += 1.0
+        x[i, 2 * c : 2 * c + 8, 4:24, 0] += 1.0
     x, y = jnp.asarray(x), jnp.asarray(y)
 
     def loss(p):
@@ -61,9 +61,19 @@ def test_projection_step_size_parsing():
 
 
 def test_denoiser_built_from_the_grid_point():
-    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=7, smoothing=0.8)
-    spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="default", epsilon=1.0, delta=1e-5, seed=0,
-                   hparams=hp, options={"denoiser": "alt_conv"})
+    hp = dict(
+        learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=7, smoothing=0.8
+    )
+    spec = RunSpec(
+        dataset="mnist",
+        method="labeldp_pro",
+        variant="default",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options={"denoiser": "alt_conv"},
+    )
     den = make_denoiser_for(spec)
     assert (den.name, den.steps, den.step_size, den.smoothing) == ("alt_conv", 7, "auto", 0.8)
     assert den.uses_alt_batch and not den.breaks_amplification
@@ -72,9 +82,19 @@ def test_denoiser_built_from_the_grid_point():
 
 
 def test_options_choose_momentum_and_solver():
-    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=7, smoothing=0.8)
-    spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="v", epsilon=1.0, delta=1e-5, seed=0, hparams=hp,
-                   options={"denoiser": "alt_conv", "projection_momentum": "nesterov", "projection_solver": "jacobian"})
+    hp = dict(
+        learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=7, smoothing=0.8
+    )
+    spec = RunSpec(
+        dataset="mnist",
+        method="labeldp_pro",
+        variant="v",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options={"denoiser": "alt_conv", "projection_momentum": "nesterov", "projection_solver": "jacobian"},
+    )
     den = make_denoiser_for(spec)
     assert (den.momentum, den.solver) == ("nesterov", "jacobian")
     assert make_denoiser_for(RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv"}})).solver == "auto"
@@ -103,14 +123,22 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     from tests.baselines.test_label_baselines import _fake_data
 
     data = _fake_data(n_train=192, n_test=64)
-    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5,
-              smoothing=0.75)
+    hp = dict(
+        learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5, smoothing=0.75
+    )
     runs = {}
     paper = {"vertices": "raw", "projection_start": "uniform", "projection_tol": None}  # the paper's form
     for solver in ("matrix_free", "jacobian"):
-        spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="default", epsilon=1.0, delta=1e-5, seed=1,
-                       hparams=hp, options={"denoiser": "alt_conv", "alt_batch_size": 16, "projection_solver": solver,
-                                            **paper})
+        spec = RunSpec(
+            dataset="mnist",
+            method="labeldp_pro",
+            variant="default",
+            epsilon=1.0,
+            delta=1e-5,
+            seed=1,
+            hparams=hp,
+            options={"denoiser": "alt_conv", "alt_batch_size": 16, "projection_solver": solver, **paper},
+        )
         runs[solver] = labeldp_pro.run(data, spec)
         assert runs[solver].details["projection_solver"] == solver
     a, b = runs["matrix_free"], runs["jacobian"]
@@ -124,7 +152,12 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     spec_conv = RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "alt_batch_size": 16}})
     den = labeldp_pro.make_denoiser_for(spec_conv)
     assert den.converged and (den.vertices, den.clip_norm, den.start, den.tol, den.momentum) == (
-        "clipped", 5.0, "predicted", 1e-3, "nesterov")
+        "clipped",
+        5.0,
+        "predicted",
+        1e-3,
+        "nesterov",
+    )
     res = labeldp_pro.run(data, spec_conv)
     assert res.details["projection_solver"] == "jacobian"  # converged: whenever G^T fits
     assert np.isfinite(res.metrics["final_train_loss"])
@@ -142,12 +175,25 @@ def test_gram_solver_and_pairwise_frank_wolfe_from_variant_options():
     from tests.baselines.test_label_baselines import _fake_data
 
     data = _fake_data(n_train=128, n_test=32)
-    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5000,
-              smoothing=1.0)
-    base = RunSpec(dataset="mnist", method="labeldp_pro", variant="v", epsilon=1.0, delta=1e-5, seed=1, hparams=hp,
-                   options={"denoiser": "alt_conv", "alt_batch_size": 16})
-    spec = RunSpec(**{**base.__dict__, "options": {**base.options, "projection_solver": "gram",
-                                                    "projection_algorithm": "pairwise_frank_wolfe"}})
+    hp = dict(
+        learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5000, smoothing=1.0
+    )
+    base = RunSpec(
+        dataset="mnist",
+        method="labeldp_pro",
+        variant="v",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=1,
+        hparams=hp,
+        options={"denoiser": "alt_conv", "alt_batch_size": 16},
+    )
+    spec = RunSpec(
+        **{
+            **base.__dict__,
+            "options": {**base.options, "projection_solver": "gram", "projection_algorithm": "pairwise_frank_wolfe"},
+        }
+    )
     den = labeldp_pro.make_denoiser_for(spec)
     assert (den.solver, den.algorithm) == ("gram", "pairwise_frank_wolfe")
     assert labeldp_pro.make_denoiser_for(base).algorithm == "fista"
@@ -168,19 +214,40 @@ def test_unknown_options_are_refused_not_ignored():
     from labeldp.methods import dpsgd, labeldp_pro
     from tests.baselines.test_label_baselines import _fake_data
 
-    hp = dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5,
-              smoothing=0.75)
+    hp = dict(
+        learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5, smoothing=0.75
+    )
     data = _fake_data(n_train=64, n_test=16)
-    for module, options in ((labeldp_pro, {"denoiser": "alt_conv", "projection_momentun": "nesterov"}),
-                            (dpsgd, {"examples_per_user": 2})):
-        spec = RunSpec(dataset="mnist", method=module.NAME, variant="v", epsilon=1.0, delta=1e-5, seed=0,
-                       hparams=hp, options=options)
+    for module, options in (
+        (labeldp_pro, {"denoiser": "alt_conv", "projection_momentun": "nesterov"}),
+        (dpsgd, {"examples_per_user": 2}),
+    ):
+        spec = RunSpec(
+            dataset="mnist",
+            method=module.NAME,
+            variant="v",
+            epsilon=1.0,
+            delta=1e-5,
+            seed=0,
+            hparams=hp,
+            options=options,
+        )
         with pytest.raises(ValueError, match="does not implement options"):
             module.run(data, spec)
     # options one denoiser uses are refused for a denoiser that would ignore them
-    for options in ({"denoiser": "self_span", "projection_solver": "jacobian"},
-                    {"denoiser": "self_conv", "alt_batch_size": 16}):
-        spec = RunSpec(dataset="mnist", method="labeldp_pro", variant="v", epsilon=1.0, delta=1e-5, seed=0,
-                       hparams=hp, options=options)
+    for options in (
+        {"denoiser": "self_span", "projection_solver": "jacobian"},
+        {"denoiser": "self_conv", "alt_batch_size": 16},
+    ):
+        spec = RunSpec(
+            dataset="mnist",
+            method="labeldp_pro",
+            variant="v",
+            epsilon=1.0,
+            delta=1e-5,
+            seed=0,
+            hparams=hp,
+            options=options,
+        )
         with pytest.raises(ValueError, match=f"denoiser {options['denoiser']} does not implement options"):
             make_denoiser_for(spec)

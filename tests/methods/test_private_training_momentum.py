@@ -12,9 +12,17 @@ from tests.baselines.test_label_baselines import _fake_data
 
 
 def _spec(options):
-    return RunSpec(dataset="mnist", method="dpsgd", variant="m", epsilon=1.0, delta=1e-5, seed=0,
-                   hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 64, "clip_norm": 1.0},
-                   options=options, profile="smoke")
+    return RunSpec(
+        dataset="mnist",
+        method="dpsgd",
+        variant="m",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 64, "clip_norm": 1.0},
+        options=options,
+        profile="smoke",
+    )
 
 
 def test_momentum_changes_the_training_not_the_privacy():

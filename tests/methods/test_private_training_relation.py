@@ -16,9 +16,16 @@ def test_dpsgd_record_states_both_relations(relation):
     from tests.baselines.test_label_baselines import _fake_data
 
     data = _fake_data(n_train=192, n_test=64)
-    spec = RunSpec(dataset="mnist", method="dpsgd", variant="default", epsilon=1.0, delta=1e-5, seed=0,
-                   hparams=dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0),
-                   calibration_relation=relation)
+    spec = RunSpec(
+        dataset="mnist",
+        method="dpsgd",
+        variant="default",
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams=dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0),
+        calibration_relation=relation,
+    )
     res = dpsgd.run(data, spec)
     priv = json.loads(json.dumps(res.privacy.to_dict(target_epsilon=1.0)))
     rel = relation or "add_or_remove"
@@ -28,8 +35,13 @@ def test_dpsgd_record_states_both_relations(relation):
     acc = priv["accounting"]
     # the other relation, straight from dp_accounting for what ran
     other = "label_substitution" if rel == "add_or_remove" else "add_or_remove"
-    direct = accounting.dpsgd_epsilon(noise_multiplier=acc["noise_multiplier"], sampling_rate=acc["sampling_rate"],
-                                      steps=acc["steps"], delta=1e-5, neighboring_relation=other)
+    direct = accounting.dpsgd_epsilon(
+        noise_multiplier=acc["noise_multiplier"],
+        sampling_rate=acc["sampling_rate"],
+        steps=acc["steps"],
+        delta=1e-5,
+        neighboring_relation=other,
+    )
     assert priv["epsilon_by_relation"][other] == pytest.approx(direct, rel=1e-9)
     if rel == "add_or_remove":
         assert priv["epsilon_by_relation"]["label_substitution"] > 1.0  # more than the target

@@ -2,32 +2,47 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
-from scipy import stats
 
-from labeldp.mechanisms import classification as C
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "privacy_relations.md"
 
 HEADER = ["id", "method", "relation its guarantee is stated for", "sensitivity", "mechanism", "checked by"]
 EXPECTED_IDS = {
-    "rr", "rr_debiased", "rr_with_prior", "lp_2st", "lp_mst", "alibi",
-    "dpsgd", "dpsgd_opacus", "labeldp_pro",
-    "regression_laplace", "regression_staircase", "regression_rr_on_bins",
-    "regression_optimal_unbiased", "regression_prior",
-    "laplace", "laplace_clipped", "staircase", "staircase_clipped", "rr_on_bins", "optimal_unbiased",
-    "kmeans_priors", "rr_with_prior_kmeans",
-    "rr_user_level", "dpsgd_user_level", "labeldp_pro_user_level", "hybrid", "hybrid_rr", "hybrid_dpsgd",
+    "rr",
+    "rr_debiased",
+    "rr_with_prior",
+    "lp_2st",
+    "lp_mst",
+    "alibi",
+    "dpsgd",
+    "dpsgd_opacus",
+    "labeldp_pro",
+    "regression_laplace",
+    "regression_staircase",
+    "regression_rr_on_bins",
+    "regression_optimal_unbiased",
+    "regression_prior",
+    "laplace",
+    "laplace_clipped",
+    "staircase",
+    "staircase_clipped",
+    "rr_on_bins",
+    "optimal_unbiased",
+    "kmeans_priors",
+    "rr_with_prior_kmeans",
+    "rr_user_level",
+    "dpsgd_user_level",
+    "labeldp_pro_user_level",
+    "hybrid",
+    "hybrid_rr",
+    "hybrid_dpsgd",
     "hybrid_user_level",
 }
 LABEL_ONLY = {"label_substitution"}
@@ -52,7 +67,7 @@ def parse_table(text: str) -> tuple[list[str], list[dict[str, str]]]:
     header = _cells(lines[start])
     assert set(lines[start + 1].replace("|", "").strip()) <= set("-: "), "no separator line"
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.strip().startswith("|"):
             break
         cells = _cells(line)
@@ -141,5 +156,6 @@ def assert_pure_label_dp_record(module, r, eps=1.5):
     assert set(out["epsilon_by_relation"]) == relations(r) == LABEL_ONLY
     assert out["neighboring_relation"] == "label_substitution"
     assert out["epsilon"] == eps and out["delta"] == 0.0 and out["accounting"] is None
-    assert not getattr(module, "CALIBRATES_WITH_ACCOUNTANT", False), \
+    assert not getattr(module, "CALIBRATES_WITH_ACCOUNTANT", False), (
         "a label randomizer must not get a calibration relation from the planner"
+    )

@@ -20,10 +20,20 @@ def ads_data():
 
     rng = np.random.default_rng(0)
     n, m = USERS * 3, 40
-    meta = {"dataset": "criteo_attribution", "kind": "tabular", "task": "binary_classification",
-            "source": "synthetic_standin", "label": "y", "label_lower": 0, "label_upper": 1, "label_integer": True,
-            "cat_vocab_sizes": [4, 4], "categorical_features": ["campaign", "cat1"], "numerical_features": ["cost"],
-            "sensitive_features": ["cat1"]}
+    meta = {
+        "dataset": "criteo_attribution",
+        "kind": "tabular",
+        "task": "binary_classification",
+        "source": "synthetic_standin",
+        "label": "y",
+        "label_lower": 0,
+        "label_upper": 1,
+        "label_integer": True,
+        "cat_vocab_sizes": [4, 4],
+        "categorical_features": ["campaign", "cat1"],
+        "numerical_features": ["cost"],
+        "sensitive_features": ["cat1"],
+    }
 
     def split(rows):
         x_cat = rng.integers(0, 4, size=(rows, 2)).astype(np.int32)
@@ -33,27 +43,51 @@ def ads_data():
     xn, xc, y = split(n)
     tn, tc, ty = split(m)
     ty[:2] = [0, 1]
-    return PreparedTabular(x_num_train=xn, x_cat_train=xc, y_train=y, x_num_test=tn, x_cat_test=tc, y_test=ty,
-                           name="criteo_attribution", source="synthetic_standin", subset=None, metadata=meta,
-                           user_train=np.repeat(np.arange(USERS), 3), user_test=np.arange(m))
+    return PreparedTabular(
+        x_num_train=xn,
+        x_cat_train=xc,
+        y_train=y,
+        x_num_test=tn,
+        x_cat_test=tc,
+        y_test=ty,
+        name="criteo_attribution",
+        source="synthetic_standin",
+        subset=None,
+        metadata=meta,
+        user_train=np.repeat(np.arange(USERS), 3),
+        user_test=np.arange(m),
+    )
 
 
 def _spec(method, hp, k=None, eps=2.0):
     from labeldp.methods.base import RunSpec
 
-    return RunSpec(dataset="criteo_attribution", method=method, variant=f"k{k}" if k else "default", epsilon=eps,
-                   delta=1e-5, seed=0, hparams=hp, options={"examples_per_user": k} if k else {})
+    return RunSpec(
+        dataset="criteo_attribution",
+        method=method,
+        variant=f"k{k}" if k else "default",
+        epsilon=eps,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options={"examples_per_user": k} if k else {},
+    )
 
 
 def _direct_eps(q, steps, sigma, relation, delta=1e-5):
     import dp_accounting
     from dp_accounting.pld import pld_privacy_accountant
 
-    nr = {"add_or_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-          "label_substitution": dp_accounting.NeighboringRelation.REPLACE_ONE}[relation]
+    nr = {
+        "add_or_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+        "label_substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
+    }[relation]
     acc = pld_privacy_accountant.PLDAccountant(nr)
-    acc.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
+    acc.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+        )
+    )
     return acc.get_epsilon(delta)
 
 
@@ -76,8 +110,9 @@ def test_row_rr_user_level(ads_data):
         for y, y2, z in itertools.product(itertools.product((0, 1), repeat=k), repeat=3):
             worst = max(worst, sum(math.log(p[a, c] / p[b, c]) for a, b, c in zip(y, y2, z)))
         assert worst == pytest.approx(eps, abs=1e-12) == U.max_user_log_ratio(epsilon=eps, k=k, num_classes=2)
-    res = run_ads_method(ads_data, _spec("rr", {"learning_rate": 1e-2, "epochs": 1, "batch_size": 32}, k=K),
-                         method="rr")
+    res = run_ads_method(
+        ads_data, _spec("rr", {"learning_rate": 1e-2, "epochs": 1, "batch_size": 32}, k=K), method="rr"
+    )
     out = res.privacy.to_dict(target_epsilon=2.0)
     assert out["privacy_unit"] == "user" and out["epsilon"] == 2.0 and out["delta"] == 0.0
     assert set(out["epsilon_by_relation"]) == LABEL_ONLY and res.details["per_label_epsilon"] == 1.0
@@ -89,8 +124,15 @@ def _user_level_checks(ads_data, method):
     r = row(f"{method}_user_level")
     assert relations(r) == BOTH
     assert l2_sensitivities(r) == {"add_or_remove": 1.0, "label_substitution": 2.0}
-    hp = {"learning_rate": 1e-2, "epochs": 1, "batch_size": 12, "clip_norm": 1.0, "proj_step_size": "auto",
-          "proj_steps": 5, "smoothing": 0.75}
+    hp = {
+        "learning_rate": 1e-2,
+        "epochs": 1,
+        "batch_size": 12,
+        "clip_norm": 1.0,
+        "proj_step_size": "auto",
+        "proj_steps": 5,
+        "smoothing": 0.75,
+    }
     res = run_ads_method(ads_data, _spec(method, hp, k=K), method=method)
     assert res.privacy.privacy_unit == "user"
     assert res.details["sampling_rate"] == pytest.approx(12 / USERS) and res.details["steps"] == USERS // 12
@@ -114,21 +156,35 @@ def test_row_dpsgd_user_level(ads_data):
     xn, xc = ads_data.x_num_train[:6].reshape(3, 2, 1), ads_data.x_cat_train[:6].reshape(3, 2, 2)
     params = init_params(model, xn[:, 0], xc[:, 0], seed=0)
     clip = 1e-4
-    step = make_dpsgd_step(optimizer=optax.sgd(0.1), logits_fn=two_class_logits(model),
-                           config=DPSGDConfig(clip_norm=clip, noise_multiplier=1.0, expected_batch_size=3,
-                                              sampling="shuffle", unit="user"))
+    step = make_dpsgd_step(
+        optimizer=optax.sgd(0.1),
+        logits_fn=two_class_logits(model),
+        config=DPSGDConfig(
+            clip_norm=clip, noise_multiplier=1.0, expected_batch_size=3, sampling="shuffle", unit="user"
+        ),
+    )
     flat = lambda t: np.asarray(jax.flatten_util.ravel_pytree(t)[0], np.float64)  # noqa: E731
 
     def total(y, mask=np.ones(3, bool)):
-        return flat(step.clipped_sum(params, Batch(x=(xn, xc), y=np.asarray(y, np.int32), mask=mask),
-                                     jax.random.PRNGKey(0))[0])
+        return flat(
+            step.clipped_sum(params, Batch(x=(xn, xc), y=np.asarray(y, np.int32), mask=mask), jax.random.PRNGKey(0))[0]
+        )
 
     base = total([[0, 0], [1, 0], [0, 1]])
     moved = total([[1, 1], [1, 0], [0, 1]])
     assert np.linalg.norm(base - moved) <= 2 * clip * (1 + 1e-5)
     assert np.linalg.norm(base - total([[0, 0], [1, 0], [0, 1]], np.array([False, True, True]))) <= clip * (1 + 1e-5)
-    one = lambda y: flat(step.clipped_sum(params, Batch(x=(xn[:1, :1], xc[:1, :1]), y=np.asarray([[y]], np.int32),  # noqa: E731
-                                                       mask=np.ones(1, bool)), jax.random.PRNGKey(0))[0])
+    one = lambda y: flat(
+        step.clipped_sum(
+            params,
+            Batch(
+                x=(xn[:1, :1], xc[:1, :1]),
+                y=np.asarray([[y]], np.int32),  # noqa: E731
+                mask=np.ones(1, bool),
+            ),
+            jax.random.PRNGKey(0),
+        )[0]
+    )
     assert np.linalg.norm(one(0) - one(1)) == pytest.approx(2 * clip, rel=1e-4)
 
 
@@ -144,8 +200,15 @@ def test_row_labeldp_pro_user_level(ads_data):
     assert res.privacy.valid
 
 
-HYBRID_HP = {"learning_rate": 1e-2, "epochs": 1, "batch_size": 32, "dp_learning_rate": 1e-2, "dp_epochs": 1,
-             "dp_batch_size": 30, "clip_norm": 1.0}
+HYBRID_HP = {
+    "learning_rate": 1e-2,
+    "epochs": 1,
+    "batch_size": 32,
+    "dp_learning_rate": 1e-2,
+    "dp_epochs": 1,
+    "dp_batch_size": 30,
+    "clip_norm": 1.0,
+}
 
 
 def test_row_hybrid(ads_data):
@@ -215,16 +278,26 @@ def test_row_hybrid_user_level(ads_data):
     mod = importlib.import_module("baselines.hybrid_user_level")
 
     def spec(split, eps):
-        return RunSpec(dataset="criteo_attribution", method="hybrid_user_level", variant=f"{split}_k{K}", epsilon=eps,
-                       delta=1e-5, seed=0, hparams=HYBRID_HP, options={"examples_per_user": K, "phase_split": split})
+        return RunSpec(
+            dataset="criteo_attribution",
+            method="hybrid_user_level",
+            variant=f"{split}_k{K}",
+            epsilon=eps,
+            delta=1e-5,
+            seed=0,
+            hparams=HYBRID_HP,
+            options={"examples_per_user": K, "phase_split": split},
+        )
 
     # RR split: RR at eps/k on each of the user's k labels, exactly eps for the user's k labels
     import labeldp.mechanisms.classification as CM
 
     calls, real_rr = [], CM.randomized_response
+
     def spy(y, **kw):
         calls.append((len(y), kw["epsilon"]))
         return real_rr(y, **kw)
+
     CM.randomized_response = spy
     try:
         rr = mod.run(ads_data, spec("rr", 1.4))
@@ -235,7 +308,7 @@ def test_row_hybrid_user_level(ads_data):
     assert rr.privacy.epsilon == pytest.approx(1.4) and rr.privacy.delta == 0.0
     # Hybrid split: phase 2's item-level eps from dp_accounting directly, k times, plus eps1
     res = mod.run(ads_data, spec("hybrid", 2.0))
-    e1, item = res.details["epsilon1"], res.details["item_level"]
+    e1 = res.details["epsilon1"]
     q, steps = HYBRID_HP["dp_batch_size"] / (USERS * K), int(USERS * K_MAX // HYBRID_HP["dp_batch_size"])
     assert res.details["phase2_steps"] == steps and res.details["sampling_rate"] == pytest.approx(q)
     for rel in ("add_or_remove", "label_substitution"):
@@ -248,4 +321,3 @@ def test_row_hybrid_user_level(ads_data):
         assert direct >= e * 0.97, rel  # and not loose
         assert user_level_delta(item_epsilon=e, item_delta=d, k=K) == pytest.approx(1e-5)
     assert res.privacy.epsilon <= 2.0 + 1e-6 and res.privacy.delta <= 1e-5 * (1 + 1e-9)
-

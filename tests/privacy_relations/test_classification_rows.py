@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
-import re
-import sys
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -68,7 +63,11 @@ def test_row_rr_debiased(monkeypatch):
     # ... and the weights are a function of the noisy labels only (post-processing).
     np.testing.assert_allclose(w, C.rr_debiased_weights(noisy, num_classes=k, epsilon=eps), rtol=1e-6)
     assert list(inspect.signature(C.rr_debiased_weights).parameters) == [
-        "noisy_labels", "num_classes", "epsilon", "dtype"], "the weights must not see true labels"
+        "noisy_labels",
+        "num_classes",
+        "epsilon",
+        "dtype",
+    ], "the weights must not see true labels"
     # Same draw as rr for the same generator: RR plus post-processing, nothing more.
     noisy_rr, _ = rr.noisy_targets(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(2))
     np.testing.assert_array_equal(noisy, noisy_rr)
@@ -137,8 +136,9 @@ def test_row_lp_2st(monkeypatch):
     np.testing.assert_array_equal(fits[0][1], plan.stage1_noisy)
     np.testing.assert_allclose(rwp_calls[0]["args"][1], common.softmax(logits[i2]))
     # The split does not depend on the labels.
-    plan2 = lp_2st.plan_stages((y + 1) % k, num_classes=k, epsilon=eps, rng=np.random.default_rng(6),
-                               fit_stage1=lambda a, b: logits)
+    plan2 = lp_2st.plan_stages(
+        (y + 1) % k, num_classes=k, epsilon=eps, rng=np.random.default_rng(6), fit_stage1=lambda a, b: logits
+    )
     np.testing.assert_array_equal(plan2.stage1_idx, i1)
     # The oracle refuses a second query of any label.
     oracle = lp_2st.LabelOracle(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(7))
@@ -168,8 +168,15 @@ def test_row_lp_mst(monkeypatch):
     rr_calls = spy(monkeypatch, C, "randomized_response")
     rwp_calls = spy(monkeypatch, C, "rr_with_prior")
     oracle = lp_mst.LabelOracle(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(13))
-    plans = lp_mst.plan_multi_stage(y, num_classes=k, epsilon=eps, rng=np.random.default_rng(13), fit_stage=fit_stage,
-                                    fractions=lp_mst.stage_fractions_for(stages), oracle=oracle)
+    plans = lp_mst.plan_multi_stage(
+        y,
+        num_classes=k,
+        epsilon=eps,
+        rng=np.random.default_rng(13),
+        fit_stage=fit_stage,
+        fractions=lp_mst.stage_fractions_for(stages),
+        oracle=oracle,
+    )
     # The stages partition the examples; every label is queried exactly once, each query at the FULL eps.
     queried = oracle.queried_indices
     assert queried.size == n and np.array_equal(np.sort(queried), np.arange(n))

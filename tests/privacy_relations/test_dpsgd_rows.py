@@ -4,17 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
-import re
-import sys
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-from scipy import stats
 
-from labeldp.mechanisms import classification as C
 
 from tests.privacy_relations.doc import *  # noqa: F401,F403  (the parsed table and shared helpers)
 
@@ -53,8 +46,11 @@ def cnn_clipped_sum():
             assert step.pad_to == 4
 
             def clipped(x, y, mask):
-                s, st = step.clipped_sum(params, Batch(x=jnp.asarray(x), y=jnp.asarray(y, jnp.int32),
-                                                       mask=jnp.asarray(mask, jnp.float32)), jax.random.key(1))
+                s, st = step.clipped_sum(
+                    params,
+                    Batch(x=jnp.asarray(x), y=jnp.asarray(y, jnp.int32), mask=jnp.asarray(mask, jnp.float32)),
+                    jax.random.key(1),
+                )
                 return _ravel(s), {k: float(v) for k, v in st.items()}
 
             cache[num_classes] = clipped
@@ -109,8 +105,7 @@ def test_row_dpsgd(cnn_clipped_sum):
         assert sub == pytest.approx(half, rel=1e-9)
         assert sub > 1.5 * same
     # Records store eps under both relations; the planner hands DP-SGD a calibration relation.
-    rec = accounting.dpsgd_record(noise_multiplier=8.0, sampling_rate=0.01, steps=50, delta=1e-5,
-                                  amplification=False)
+    rec = accounting.dpsgd_record(noise_multiplier=8.0, sampling_rate=0.01, steps=50, delta=1e-5, amplification=False)
     assert set(rec.epsilon_by_relation) == relations(r)
     assert dpsgd.CALIBRATES_WITH_ACCOUNTANT is True
 
@@ -131,8 +126,13 @@ def test_row_dpsgd_opacus():
     model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
     gsm = GradSampleModule(model, loss_reduction="sum")
     sigma = 1.3
-    opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=0.0), noise_multiplier=sigma, max_grad_norm=CLIP,
-                      expected_batch_size=1, loss_reduction="sum")
+    opt = DPOptimizer(
+        torch.optim.SGD(gsm.parameters(), lr=0.0),
+        noise_multiplier=sigma,
+        max_grad_norm=CLIP,
+        expected_batch_size=1,
+        loss_reduction="sum",
+    )
     x = torch.randn(1, 6) * 3.0
 
     def clipped(label):
@@ -195,7 +195,16 @@ def test_row_labeldp_pro():
     # 1. No denoiser can be given labels: the common call signature has no label argument.
     for cls in (D.NoOp, D.SelfSpan, D.SelfConv, D.AltConv):
         assert list(inspect.signature(cls.__call__).parameters) == [
-            "self", "noisy_grad", "logits_fn", "params", "x", "mask", "x_alt", "alt_mask"], cls
+            "self",
+            "noisy_grad",
+            "logits_fn",
+            "params",
+            "x",
+            "mask",
+            "x_alt",
+            "alt_mask",
+        ], cls
+
     # 2. Inside the training step the denoiser receives the same inputs whatever the labels
     #    (except the noisy gradient), and for a fixed noisy gradient it returns the same output.
     @dataclasses.dataclass(frozen=True, eq=False)
@@ -212,8 +221,12 @@ def test_row_labeldp_pro():
             return self.box["inner"](noisy_grad, **kwargs)
 
     k = jax.random.split(jax.random.key(0), 3)
-    params = {"w1": jax.random.normal(k[0], (_DIN, _HID)), "b1": jnp.zeros(_HID),
-              "w2": jax.random.normal(k[1], (_HID, _K)), "b2": jnp.zeros(_K)}
+    params = {
+        "w1": jax.random.normal(k[0], (_DIN, _HID)),
+        "b1": jnp.zeros(_HID),
+        "w2": jax.random.normal(k[1], (_HID, _K)),
+        "b2": jnp.zeros(_K),
+    }
     rng = np.random.default_rng(11)
     x = jnp.asarray(rng.normal(size=(4, _DIN)), jnp.float32)
     x_alt = jnp.asarray(rng.normal(size=(5, _DIN)), jnp.float32)
@@ -230,8 +243,9 @@ def test_row_labeldp_pro():
     }
     cfg = DPSGDConfig(clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=4, sampling="shuffle")
     rec = Recording()
-    step = make_dpsgd_step(logits_fn=_mlp_train, projection_logits_fn=_mlp, optimizer=optax.sgd(0.1),
-                           config=cfg, denoiser=rec)
+    step = make_dpsgd_step(
+        logits_fn=_mlp_train, projection_logits_fn=_mlp, optimizer=optax.sgd(0.1), config=cfg, denoiser=rec
+    )
     state = step.init(params)
     for name, inner in denoisers.items():
         rec.box.update(inner=inner, calls=[])
@@ -259,7 +273,11 @@ def test_row_labeldp_pro():
         o_b, _ = denoisers[name](fixed_noisy, x=x, mask=jnp.asarray([1.0, 1.0, 0.0, 0.0]), **kw)
         assert not np.allclose(_ravel(o_a), _ravel(o_b)), name
     assert {n: d.breaks_amplification for n, d in denoisers.items()} == {
-        "noop": False, "alt_conv": False, "self_conv": True, "self_span": True}
+        "noop": False,
+        "alt_conv": False,
+        "self_conv": True,
+        "self_span": True,
+    }
     no_amp = accounting.dpsgd_event(noise_multiplier=5.0, sampling_rate=0.1, steps=3, amplification=False)
     import dp_accounting
 

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import math
-import re
-import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -93,8 +88,11 @@ def test_row_regression_rr_on_bins():
     assert "pairwise" in sensitivity_tokens(r)
     for seed, eps in ((0, 0.5), (1, 1.0), (2, 3.0)):
         sup, probs = _support_and_prior(seed)
-        for mech in (R.rr_on_bins(sup, probs, epsilon=eps), R.debiased_rr(sup, epsilon=eps),
-                     R.rr_on_bins_from_map(sup, epsilon=eps, label_outputs=[1.0, 1.0, 4.0, 4.0, 9.0])):
+        for mech in (
+            R.rr_on_bins(sup, probs, epsilon=eps),
+            R.debiased_rr(sup, epsilon=eps),
+            R.rr_on_bins_from_map(sup, epsilon=eps, label_outputs=[1.0, 1.0, 4.0, 4.0, 9.0]),
+        ):
             assert mech.epsilon_dp_ratio() <= eps + 1e-12
             assert max_log_ratio(mech.matrix) == pytest.approx(mech.epsilon_dp_ratio())
             m = mech.outputs.size
@@ -145,8 +143,14 @@ def test_row_regression_prior():
     assert np.mean(np.abs(noisy - counts)) == pytest.approx(l1 / 1.0, rel=0.07)
     # Algorithm 3 spends eps1 (prior) + eps2 (randomizer): basic composition.
     labels = np.random.default_rng(15).choice([0.0, 1.0, 2.0], size=50)
-    res = R.label_randomizer(labels, support=[0.0, 1.0, 2.0], epsilon1=0.3, epsilon2=0.9,
-                             rng=np.random.default_rng(16), randomizer="rr_on_bins")
+    res = R.label_randomizer(
+        labels,
+        support=[0.0, 1.0, 2.0],
+        epsilon1=0.3,
+        epsilon2=0.9,
+        rng=np.random.default_rng(16),
+        randomizer="rr_on_bins",
+    )
     assert res.epsilon == pytest.approx(1.2)
     assert res.randomizer.epsilon_dp_ratio() <= 0.9 + 1e-12
 
@@ -174,8 +178,7 @@ def test_row_kmeans_priors():
         assert np.max(np.abs(lr)) == pytest.approx(eps, rel=1e-9)  # tight
     # The sampler's noise is discrete Laplace with that parameter.
     eps = 1.0
-    rel = C.discrete_laplace_histogram(np.zeros((200, 50), dtype=np.int64), epsilon=eps,
-                                       rng=np.random.default_rng(17))
+    rel = C.discrete_laplace_histogram(np.zeros((200, 50), dtype=np.int64), epsilon=eps, rng=np.random.default_rng(17))
     assert rel.epsilon == eps
     assert np.var(rel.noisy_counts) == pytest.approx(stats.dlaplace.var(eps / l1), rel=0.1)
     # The clusters come from the features only.
@@ -183,8 +186,7 @@ def test_row_kmeans_priors():
     feats = np.concatenate([rng.normal(c, 0.1, size=(20, 2)) for c in (0.0, 3.0, 6.0)])
     y = rng.integers(0, 3, 60)
     p1 = C.kmeans_priors(feats, y, num_clusters=3, num_classes=3, epsilon=eps, rng=np.random.default_rng(19))
-    p2 = C.kmeans_priors(feats, (y + 1) % 3, num_clusters=3, num_classes=3, epsilon=eps,
-                         rng=np.random.default_rng(19))
+    p2 = C.kmeans_priors(feats, (y + 1) % 3, num_clusters=3, num_classes=3, epsilon=eps, rng=np.random.default_rng(19))
     np.testing.assert_array_equal(p1.cluster_ids, p2.cluster_ids)
     assert p1.epsilon == eps
 
@@ -206,11 +208,23 @@ def _method_outcome(method: str, eps: float, data):
     from labeldp.methods.base import RunSpec
     from labeldp.regression import randomizers as RZ
 
-    fn = {"laplace": RZ.additive("laplace", clip=False), "laplace_clipped": RZ.additive("laplace", clip=True),
-          "staircase": RZ.additive("staircase", clip=False), "staircase_clipped": RZ.additive("staircase", clip=True),
-          "rr_on_bins": RZ.rr_on_bins_randomizer, "optimal_unbiased": RZ.optimal_unbiased_randomizer_fn}[method]
-    spec = RunSpec(dataset="rand_hie", method=method, variant="default", epsilon=eps, delta=0.0, seed=0,
-                   hparams={"learning_rate": 1e-2, "epochs": 1, "batch_size": 64})
+    fn = {
+        "laplace": RZ.additive("laplace", clip=False),
+        "laplace_clipped": RZ.additive("laplace", clip=True),
+        "staircase": RZ.additive("staircase", clip=False),
+        "staircase_clipped": RZ.additive("staircase", clip=True),
+        "rr_on_bins": RZ.rr_on_bins_randomizer,
+        "optimal_unbiased": RZ.optimal_unbiased_randomizer_fn,
+    }[method]
+    spec = RunSpec(
+        dataset="rand_hie",
+        method=method,
+        variant="default",
+        epsilon=eps,
+        delta=0.0,
+        seed=0,
+        hparams={"learning_rate": 1e-2, "epochs": 1, "batch_size": 64},
+    )
     return fn(data.y_train, data=data, spec=spec, rng=np.random.default_rng(0))
 
 

@@ -12,19 +12,9 @@ two shared CPU cores.
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import math
-import re
-import sys
-from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
-from scipy import stats
 
-from labeldp.mechanisms import classification as C
 
 from tests.privacy_relations.doc import *  # noqa: F401,F403  (the parsed table and shared helpers)
 
@@ -43,7 +33,8 @@ def test_ids_are_exactly_the_expected_set():
     assert len(ids) == len(set(ids)), f"duplicate ids: {sorted(i for i in ids if ids.count(i) > 1)}"
     assert set(ids) == EXPECTED_IDS, (
         f"rows without a check: {sorted(set(ids) - EXPECTED_IDS)}; "
-        f"checked ids without a row: {sorted(EXPECTED_IDS - set(ids))}")
+        f"checked ids without a row: {sorted(EXPECTED_IDS - set(ids))}"
+    )
 
 
 def test_every_row_names_its_check_and_the_check_exists():
@@ -57,7 +48,7 @@ def test_every_row_names_its_check_and_the_check_exists():
         name = f"test_row_{rid}"
         assert ticks(r["checked by"]) == [name], f"row {rid}: 'checked by' must be `{name}`"
         assert callable(checks.get(name)), f"no check {name} for row {rid}"
-    assert {n[len("test_row_"):] for n in checks} == EXPECTED_IDS
+    assert {n[len("test_row_") :] for n in checks} == EXPECTED_IDS
 
 
 def test_every_relation_cell_names_a_known_relation():
@@ -80,8 +71,9 @@ def test_every_private_method_of_the_registry_has_a_row():
         except (TypeError, KeyError):
             continue  # a helper module in a method package, not a method
         methods.add(name)
-    assert methods - {"nonprivate"} <= set(BY_ID), \
+    assert methods - {"nonprivate"} <= set(BY_ID), (
         f"methods without a row in docs/privacy_relations.md: {sorted(methods - {'nonprivate'} - set(BY_ID))}"
+    )
 
 
 def test_intro_factor_matches_the_accountant():
@@ -90,9 +82,12 @@ def test_intro_factor_matches_the_accountant():
 
     intro = " ".join(TEXT.split("| id |")[0].replace("**", "").split())
     assert "sigma 1.7556" in intro and "1024/60000" in intro and "585 steps" in intro
-    eps = {rel: accounting.dpsgd_epsilon(noise_multiplier=1.7556, sampling_rate=1024 / 60000, steps=585,
-                                         delta=1e-5, neighboring_relation=rel)
-           for rel in accounting.RELATIONS}
+    eps = {
+        rel: accounting.dpsgd_epsilon(
+            noise_multiplier=1.7556, sampling_rate=1024 / 60000, steps=585, delta=1e-5, neighboring_relation=rel
+        )
+        for rel in accounting.RELATIONS
+    }
     assert f"eps {eps['add_or_remove']:.2f} under add/remove" in intro
     assert f"eps {eps['label_substitution']:.2f} under label substitution" in intro
     assert eps["label_substitution"] / eps["add_or_remove"] == pytest.approx(1.9, abs=0.05)

@@ -40,7 +40,10 @@ def test_the_optimal_unbiased_randomizer_is_unbiased_private_and_off_the_label_r
 
 def test_a_coarser_grid_cannot_beat_a_finer_one(record):
     coarse = paper_example.example_record(epsilon=0.5, num_outputs=201)
-    assert coarse["metrics"]["optimal_unbiased_noisy_label_mse"] >= record["metrics"]["optimal_unbiased_noisy_label_mse"] - 1e-9
+    assert (
+        coarse["metrics"]["optimal_unbiased_noisy_label_mse"]
+        >= record["metrics"]["optimal_unbiased_noisy_label_mse"] - 1e-9
+    )
 
 
 def test_the_figure_is_drawn_from_the_record_only(tmp_path, record):

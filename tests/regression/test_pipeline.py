@@ -18,8 +18,9 @@ HP = {"learning_rate": 1e-2, "epochs": 2, "batch_size": 256}
 
 
 def _spec(method, eps, seed=0, **hp):
-    return RunSpec(dataset="rand_hie", method=method, variant="default", epsilon=eps, delta=0.0, seed=seed,
-                   hparams={**HP, **hp})
+    return RunSpec(
+        dataset="rand_hie", method=method, variant="default", epsilon=eps, delta=0.0, seed=seed, hparams={**HP, **hp}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +58,14 @@ def _per_label_bias_z(data, randomize, name, draws=30):
     return z
 
 
-@pytest.mark.parametrize("name,randomize", [
-    ("laplace", additive("laplace", clip=False)),
-    ("staircase", additive("staircase", clip=False)),
-    ("optimal_unbiased", optimal_unbiased_randomizer_fn),
-])
+@pytest.mark.parametrize(
+    "name,randomize",
+    [
+        ("laplace", additive("laplace", clip=False)),
+        ("staircase", additive("staircase", clip=False)),
+        ("optimal_unbiased", optimal_unbiased_randomizer_fn),
+    ],
+)
 def test_unbiased_randomizers_give_unbiased_noisy_labels(data, name, randomize):
     """E[noisy | label = y] = y for every label value (30 draws over the training set; each
     label's mean within 4.5 standard errors, about a 1e-5 false alarm per label)."""
@@ -69,10 +73,13 @@ def test_unbiased_randomizers_give_unbiased_noisy_labels(data, name, randomize):
     assert max(abs(v) for v in z.values()) < 4.5, z
 
 
-@pytest.mark.parametrize("name,randomize", [
-    ("laplace_clipped", additive("laplace", clip=True)),
-    ("rr_on_bins", rr_on_bins_randomizer),
-])
+@pytest.mark.parametrize(
+    "name,randomize",
+    [
+        ("laplace_clipped", additive("laplace", clip=True)),
+        ("rr_on_bins", rr_on_bins_randomizer),
+    ],
+)
 def test_biased_randomizers_are_detectably_biased(data, name, randomize):
     """The property test above can fail: clipped Laplace and RR-on-Bins move the labels near the
     ends of the range towards the middle."""
@@ -89,8 +96,9 @@ def test_real_labels_are_rounded_without_bias(tmp_path):
     real = synthetic_tabular(tmp_path, integer=False, n_train=1500)
     z = _per_label_bias_z(real, optimal_unbiased_randomizer_fn, "optimal_unbiased")
     assert not z  # real labels: no repeated values; check the overall mean instead
-    diffs = np.concatenate([_noisy(real, optimal_unbiased_randomizer_fn, "optimal_unbiased", 1.0, s) - real.y_train
-                            for s in range(30)])
+    diffs = np.concatenate(
+        [_noisy(real, optimal_unbiased_randomizer_fn, "optimal_unbiased", 1.0, s) - real.y_train for s in range(30)]
+    )
     assert abs(diffs.mean()) < 4 * diffs.std() / math.sqrt(diffs.size)
 
 
@@ -133,13 +141,18 @@ def test_image_data_is_refused(data):
     class Fake:
         name = "mnist"
         kind = "image"
+
     with pytest.raises(ValueError, match="tabular"):
         run_label_randomizer(Fake(), _spec("laplace", 1.0), additive("laplace", clip=False), name="laplace")
 
 
 def test_nonprivate_regression_trains_on_true_labels(data):
-    res = run_spec(RunSpec(dataset="rand_hie", method="nonprivate", variant="default", epsilon=math.inf, delta=0.0,
-                           seed=0, hparams=HP), data)
+    res = run_spec(
+        RunSpec(
+            dataset="rand_hie", method="nonprivate", variant="default", epsilon=math.inf, delta=0.0, seed=0, hparams=HP
+        ),
+        data,
+    )
     assert res.metrics["noisy_label_mse"] == 0.0
     assert res.privacy.epsilon == math.inf
 

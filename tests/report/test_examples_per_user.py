@@ -16,15 +16,20 @@ from labeldp.report.examples_per_user import (
 
 
 def _npz(path, user_train, user_test, source="synthetic_standin"):
-    np.savez(path, user_train=np.asarray(user_train), user_test=np.asarray(user_test),
-             metadata=np.asarray(json.dumps({"dataset": "criteo_attribution", "source": source})))
+    np.savez(
+        path,
+        user_train=np.asarray(user_train),
+        user_test=np.asarray(user_test),
+        metadata=np.asarray(json.dumps({"dataset": "criteo_attribution", "source": source})),
+    )
     return path
 
 
 def test_counts_shares_above_each_cap_and_the_stand_in_label(tmp_path):
     train = [0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2]  # users with 3, 1 and 11 examples
-    md = write_examples_per_user_figure(data_path=_npz(tmp_path / "d.npz", train, [0, 1, 1]),
-                                        out_stem=tmp_path / "f" / "users")
+    md = write_examples_per_user_figure(
+        data_path=_npz(tmp_path / "d.npz", train, [0, 1, 1]), out_stem=tmp_path / "f" / "users"
+    )
     assert list(examples_per_user(train)) == [3, 1, 11]
     rows = [r for r in csv.DictReader(md.with_suffix(".csv").open()) if r["split"] == "train"]
     assert {(int(r["examples"]), int(r["users"])) for r in rows} == {(1, 1), (3, 1), (11, 1)}
@@ -33,8 +38,9 @@ def test_counts_shares_above_each_cap_and_the_stand_in_label(tmp_path):
     # train: above k=1: 2 of 3 users; above 2: 2 of 3; above 5: 1 of 3; above 10: 1 of 3
     assert "| train | 3 | 15 | 5.00 | 3 | 11 | 66.7% | 66.7% | 33.3% | 33.3% |" in text
     assert md.with_suffix(".png").stat().st_size > 0 and md.with_suffix(".pdf").stat().st_size > 0
-    real = write_examples_per_user_figure(data_path=_npz(tmp_path / "r.npz", train, [0], source="official"),
-                                          out_stem=tmp_path / "real")
+    real = write_examples_per_user_figure(
+        data_path=_npz(tmp_path / "r.npz", train, [0], source="official"), out_stem=tmp_path / "real"
+    )
     assert "stand-in" not in real.read_text()
 
 

@@ -12,12 +12,15 @@ from labeldp.report import intersection
 from tests.helpers import repo_config
 
 
-@pytest.mark.parametrize("pro,base,want", [
-    ([90, 88, 85, 80], [70, 80, 86, 90], (0.9, 1.0, "0.9 ~ 1", 1)),   # RR first better at 1.0
-    ([90, 88, 85, 80], [70, 88, 84, 79], (1.1, None, "> 1.1", 0)),     # a tie is not a win; never better
-    ([60, 61, 62, 63], [70, 71, 72, 73], (None, 0.8, "< 0.8", 0)),     # better everywhere
-    ([90, 80, 85, 80], [70, 85, 80, 90], (0.8, 0.9, "0.8 ~ 0.9", 3)),  # noisy curves: first crossing, flips counted
-])
+@pytest.mark.parametrize(
+    "pro,base,want",
+    [
+        ([90, 88, 85, 80], [70, 80, 86, 90], (0.9, 1.0, "0.9 ~ 1", 1)),  # RR first better at 1.0
+        ([90, 88, 85, 80], [70, 88, 84, 79], (1.1, None, "> 1.1", 0)),  # a tie is not a win; never better
+        ([60, 61, 62, 63], [70, 71, 72, 73], (None, 0.8, "< 0.8", 0)),  # better everywhere
+        ([90, 80, 85, 80], [70, 85, 80, 90], (0.8, 0.9, "0.8 ~ 0.9", 3)),  # noisy curves: first crossing, flips counted
+    ],
+)
 def test_bracket_is_the_first_eps_where_the_baseline_wins(pro, base, want):
     eps = [0.8, 0.9, 1.0, 1.1]
     got = intersection.bracket(eps, pro, base)
@@ -57,8 +60,11 @@ def test_a_variants_delta_is_its_runs_target_delta_and_is_checked():
     cfg = repo_config()
     runs = plan.runs_by_table(cfg)["table12_delta"]
     deltas = {r.spec.variant: r.spec.delta for r in runs if r.spec.method == "labeldp_pro"}
-    assert deltas == {"delta_inv_n": pytest.approx(1 / 60000), "delta_inv_n1.1": pytest.approx(60000 ** -1.1),
-                      "delta_inv_n1.2": pytest.approx(60000 ** -1.2)}
+    assert deltas == {
+        "delta_inv_n": pytest.approx(1 / 60000),
+        "delta_inv_n1.1": pytest.approx(60000**-1.1),
+        "delta_inv_n1.2": pytest.approx(60000**-1.2),
+    }
     assert all("delta" not in r.spec.options for r in runs)  # the method never sees it as an option
     assert {r.spec.delta for r in runs if r.spec.method in ("rr", "rr_debiased")} == {cfg["delta"]}
     cfg["variants"]["labeldp_pro"]["delta_inv_n"]["delta"] = 2.0
@@ -76,8 +82,11 @@ def test_table12_rows_come_from_the_sweeps_records(tmp_path, monkeypatch):
     cfg = repo_config(results_dir=str(tmp_path / "results"), reference_dir=repo_config()["reference_dir"])
     cfg["seeds"] = [0]
     cfg["grids"]["full"]["table5a"]["learning_rate"] = [0.1]
-    acc = {"labeldp_pro": {1.0: 90, 1.1: 89, 1.2: 88, 1.3: 87}, "rr_debiased": {1.0: 85, 1.1: 88, 1.2: 89, 1.3: 95},
-           "rr": {1.0: 10, 1.1: 10, 1.2: 10, 1.3: 10}}
+    acc = {
+        "labeldp_pro": {1.0: 90, 1.1: 89, 1.2: 88, 1.3: 87},
+        "rr_debiased": {1.0: 85, 1.1: 88, 1.2: 89, 1.3: 95},
+        "rr": {1.0: 10, 1.1: 10, 1.2: 10, 1.3: 10},
+    }
     cfg["tables"]["table12_k10"]["epsilons"] = [1.0, 1.1, 1.2, 1.3]
     for col in plan.columns(cfg["tables"]["table12_k10"]):
         for eps in (1.0, 1.1, 1.2, 1.3):

@@ -16,17 +16,33 @@ from tests.helpers import repo_config
 def _write(run, *, test_mse, val_mse, source="synthetic_standin", lp=0.5):
     spec = run.spec
     rec = {
-        "schema_version": 1, "run_id": run.run_id,
+        "schema_version": 1,
+        "run_id": run.run_id,
         "dataset": {"name": spec.dataset, "source": source, "n_train": 100, "n_test": 20, "subset": None},
-        "method": spec.method, "variant": spec.variant, "seed": spec.seed, "hparams": dict(spec.hparams),
-        "privacy": {"target_epsilon": records.encode_epsilon(spec.epsilon), "epsilon": records.encode_epsilon(spec.epsilon),
-                    "delta": 0.0, "valid": True, "invalid_reason": None, "mechanism": "test",
-                    "neighboring_relation": "label_substitution"},
+        "method": spec.method,
+        "variant": spec.variant,
+        "seed": spec.seed,
+        "hparams": dict(spec.hparams),
+        "privacy": {
+            "target_epsilon": records.encode_epsilon(spec.epsilon),
+            "epsilon": records.encode_epsilon(spec.epsilon),
+            "delta": 0.0,
+            "valid": True,
+            "invalid_reason": None,
+            "mechanism": "test",
+            "neighboring_relation": "label_substitution",
+        },
         "metrics": {"test_mse": test_mse, "validation_noisy_mse": val_mse, "noisy_label_mse": 3.0, "diverged": False},
-        "details": {"epsilon1": 0.002, "epsilon2": spec.epsilon - 0.002, "randomizer_build_seconds": lp,
-                    "mesh_size": spec.hparams.get("mesh_size"),
-                    "joint_histogram": {"label_edges": [0, 1, 2], "noisy_edges": [0, 1, 2], "counts": [[1, 0], [0, 1]]}},
-        "timings": {}, "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2}, "config": {},
+        "details": {
+            "epsilon1": 0.002,
+            "epsilon2": spec.epsilon - 0.002,
+            "randomizer_build_seconds": lp,
+            "mesh_size": spec.hparams.get("mesh_size"),
+            "joint_histogram": {"label_edges": [0, 1, 2], "noisy_edges": [0, 1, 2], "counts": [[1, 0], [0, 1]]},
+        },
+        "timings": {},
+        "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2},
+        "config": {},
         "created": "now",
     }
     records.write_record(run.record_path, rec)
@@ -56,7 +72,12 @@ def _rows(path):
 
 def test_paper_protocol_selects_on_test_and_honest_on_noisy_validation(cfg, tmp_path):
     # lr 0.1: best test MSE, worse noisy validation; lr 0.2: the opposite
-    _fill(cfg, "figure5a", "optimal_unbiased", {0.1: {"test_mse": 1.0, "val_mse": 9.0}, 0.2: {"test_mse": 2.0, "val_mse": 5.0}})
+    _fill(
+        cfg,
+        "figure5a",
+        "optimal_unbiased",
+        {0.1: {"test_mse": 1.0, "val_mse": 9.0}, 0.2: {"test_mse": 2.0, "val_mse": 5.0}},
+    )
     out = tmp_path / "fig"
     main_regression(cfg, "figure5a", out)
     main_regression(cfg, "figure5a_honest", out)

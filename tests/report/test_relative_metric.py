@@ -32,8 +32,15 @@ def cfg(tmp_path, monkeypatch):
     c["seeds"] = [0, 1, 2]
     c["grids"]["full"]["hybrid_attribution"] = {"learning_rate": [0.1, 0.2]}
     c["tables"][T]["epsilons"] = [1.0, 3.0]
-    c["tables"][T]["claims"] = [{"id": "hybrid_beats_baselines", "text": "hybrid beats rr and dpsgd",
-                                 "winner": "hybrid", "losers": ["rr", "dpsgd"], "epsilons": [3.0]}]
+    c["tables"][T]["claims"] = [
+        {
+            "id": "hybrid_beats_baselines",
+            "text": "hybrid beats rr and dpsgd",
+            "winner": "hybrid",
+            "losers": ["rr", "dpsgd"],
+            "epsilons": [3.0],
+        }
+    ]
     return c
 
 
@@ -87,7 +94,9 @@ def test_cell_is_the_per_record_loss_averaged_with_the_lowest_mean_configuration
     assert "25.000 ± 5.000" in _row(md, "3.0")
     assert "AUC_np = 0.8000 ± 0.0200" in tables.render_latex(res)
     tidy = {(r["column"], r["epsilon"]): r for r in tables.tidy_rows(res)}
-    assert tidy[("nonprivate", "inf")]["metric"] == "test_auc" and tidy[("nonprivate", "inf")]["mean"] == pytest.approx(0.8)
+    assert tidy[("nonprivate", "inf")]["metric"] == "test_auc" and tidy[("nonprivate", "inf")]["mean"] == pytest.approx(
+        0.8
+    )
     assert tidy[("hybrid", "3.0")]["metric"] == "relative_auc_loss_pct"
 
 
@@ -144,8 +153,17 @@ def test_scorecard_reads_a_lower_loss_as_better(cfg, tmp_path, hybrid_auc, verdi
 
 def test_scorecard_claim_on_hand_rows():
     def rows(hybrid, rr, dpsgd):
-        return [{"column": c, "epsilon": "3.0", "status": "ok", "mean": str(m), "reference_only": "False",
-                 "n_missing_seeds": "0"} for c, m in (("hybrid", hybrid), ("rr", rr), ("dpsgd", dpsgd))]
+        return [
+            {
+                "column": c,
+                "epsilon": "3.0",
+                "status": "ok",
+                "mean": str(m),
+                "reference_only": "False",
+                "n_missing_seeds": "0",
+            }
+            for c, m in (("hybrid", hybrid), ("rr", rr), ("dpsgd", dpsgd))
+        ]
 
     claim = {"id": "h", "text": "", "winner": "hybrid", "losers": ["rr", "dpsgd"], "epsilons": [3.0]}
     assert scorecard.evaluate_claim("t", claim, rows(5.0, 12.0, 11.0), "relative_auc_loss_pct").verdict == "holds"
@@ -157,8 +175,12 @@ def test_scorecard_claim_on_hand_rows():
 
 def _csv_value(table, dataset, method, eps, cap=""):
     with open(REF / "hybrid_semisensitive_tables.csv") as f:
-        (row,) = [r for r in csv.DictReader(f) if (r["table"], r["dataset"], r["method"], r["example_cap"]) ==
-                  (table, dataset, method, cap) and float(r["epsilon"]) == eps]
+        (row,) = [
+            r
+            for r in csv.DictReader(f)
+            if (r["table"], r["dataset"], r["method"], r["example_cap"]) == (table, dataset, method, cap)
+            and float(r["epsilon"]) == eps
+        ]
     return float(row["value"])
 
 
@@ -166,17 +188,45 @@ def test_002_values_are_looked_up_without_touching_000s():
     ref = tables.load_reference(REF)
     expected = _csv_value("2", "criteo_attribution", "hybrid", 3.0)
     assert expected == pytest.approx(5.343)
-    v = tables.paper_value(ref, table="002:2", dataset="criteo_attribution", method="hybrid", variant=None,
-                           epsilon=3.0, k=None, metric="relative_auc_loss_pct")
+    v = tables.paper_value(
+        ref,
+        table="002:2",
+        dataset="criteo_attribution",
+        method="hybrid",
+        variant=None,
+        epsilon=3.0,
+        k=None,
+        metric="relative_auc_loss_pct",
+    )
     assert v == expected
-    v3 = tables.paper_value(ref, table="002:3", dataset="criteo_attribution", method="rr", variant=None,
-                            epsilon=3.0, k=10, metric="relative_auc_loss_pct")
+    v3 = tables.paper_value(
+        ref,
+        table="002:3",
+        dataset="criteo_attribution",
+        method="rr",
+        variant=None,
+        epsilon=3.0,
+        k=10,
+        metric="relative_auc_loss_pct",
+    )
     assert v3 == _csv_value("3", "criteo_attribution", "rr", 3.0, "10")
     # 002's "2" is not 000's Table 2
-    assert tables.paper_value(ref, table="2", dataset="criteo_attribution", method="hybrid", variant=None,
-                              epsilon=3.0, k=None, metric="relative_auc_loss_pct") is None
-    v000 = tables.paper_value(ref, table="7", dataset="criteo_attribution", method="rr", variant=None, epsilon=0.1,
-                              k=2, metric="test_auc")
+    assert (
+        tables.paper_value(
+            ref,
+            table="2",
+            dataset="criteo_attribution",
+            method="hybrid",
+            variant=None,
+            epsilon=3.0,
+            k=None,
+            metric="relative_auc_loss_pct",
+        )
+        is None
+    )
+    v000 = tables.paper_value(
+        ref, table="7", dataset="criteo_attribution", method="rr", variant=None, epsilon=0.1, k=2, metric="test_auc"
+    )
     assert v000 == pytest.approx(0.562)
 
 

@@ -13,8 +13,9 @@ from tests.helpers import install_fake_methods, repo_config
 
 @pytest.fixture
 def cfg(tmp_path, monkeypatch):
-    install_fake_methods(monkeypatch, ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro"],
-                         axes=("learning_rate",))
+    install_fake_methods(
+        monkeypatch, ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro"], axes=("learning_rate",)
+    )
     c = repo_config(results_dir=str(tmp_path / "results"))
     c["seeds"] = [0, 1, 2]
     c["grids"]["full"]["table5a"]["learning_rate"] = [0.1]
@@ -25,13 +26,30 @@ def cfg(tmp_path, monkeypatch):
 
 def _write(run, seconds, cpu):
     spec = run.spec
-    records.write_record(run.record_path, {
-        "schema_version": 1, "run_id": run.run_id, "dataset": {"name": spec.dataset, "source": "official"},
-        "method": spec.method, "variant": spec.variant, "seed": spec.seed, "hparams": dict(spec.hparams),
-        "privacy": {"target_epsilon": spec.epsilon, "epsilon": spec.epsilon, "delta": spec.delta, "valid": True,
-                    "mechanism": "test"},
-        "metrics": {"test_accuracy_pct": 90.0}, "timings": {"seconds_per_epoch": seconds},
-        "environment": {"cpu": cpu, "jax_backend": "cpu", "cpu_count": 2}, "config": {}, "created": "now"})
+    records.write_record(
+        run.record_path,
+        {
+            "schema_version": 1,
+            "run_id": run.run_id,
+            "dataset": {"name": spec.dataset, "source": "official"},
+            "method": spec.method,
+            "variant": spec.variant,
+            "seed": spec.seed,
+            "hparams": dict(spec.hparams),
+            "privacy": {
+                "target_epsilon": spec.epsilon,
+                "epsilon": spec.epsilon,
+                "delta": spec.delta,
+                "valid": True,
+                "mechanism": "test",
+            },
+            "metrics": {"test_accuracy_pct": 90.0},
+            "timings": {"seconds_per_epoch": seconds},
+            "environment": {"cpu": cpu, "jax_backend": "cpu", "cpu_count": 2},
+            "config": {},
+            "created": "now",
+        },
+    )
 
 
 def test_medians_per_machine_and_missing_methods_not_run(cfg):

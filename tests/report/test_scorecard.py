@@ -13,10 +13,21 @@ from tests.helpers import repo_config
 
 
 def _row(column, eps, mean, *, std=0.5, paper=None, status="ok", table="t", metric="test_accuracy_pct", ref_only=False):
-    return {"table": table, "paper_table": "X", "column": column, "method": column, "epsilon": str(eps),
-            "metric": metric, "status": status, "mean": "" if mean is None else str(mean),
-            "std": "" if std is None else str(std), "n_seeds": "3", "paper": "" if paper is None else str(paper),
-            "valid": str(not ref_only), "reference_only": str(ref_only)}
+    return {
+        "table": table,
+        "paper_table": "X",
+        "column": column,
+        "method": column,
+        "epsilon": str(eps),
+        "metric": metric,
+        "status": status,
+        "mean": "" if mean is None else str(mean),
+        "std": "" if std is None else str(std),
+        "n_seeds": "3",
+        "paper": "" if paper is None else str(paper),
+        "valid": str(not ref_only),
+        "reference_only": str(ref_only),
+    }
 
 
 def test_tolerance_per_metric():
@@ -37,8 +48,12 @@ def test_strict_tolerance_never_passes_a_cell_through_its_std():
 
 
 def test_cells_scored_only_when_run_and_published():
-    rows = [_row("a", 0.1, 91.0, paper=90.0), _row("a", 0.2, 80.0, paper=90.0),
-            _row("b", 0.1, None, paper=85.0, status="not run"), _row("b", 0.2, 70.0)]
+    rows = [
+        _row("a", 0.1, 91.0, paper=90.0),
+        _row("a", 0.2, 80.0, paper=90.0),
+        _row("b", 0.1, None, paper=85.0, status="not run"),
+        _row("b", 0.2, 70.0),
+    ]
     scored = S.score_cells(rows, {})
     by = {(r["column"], r["epsilon"]): r for r in scored}
     assert by[("a", "0.1")]["within_tolerance"] is True and by[("a", "0.1")]["abs_diff"] == pytest.approx(1.0)
@@ -48,8 +63,13 @@ def test_cells_scored_only_when_run_and_published():
 
 
 def test_claim_holds_fails_and_not_evaluable():
-    rows = [_row("pro", 0.1, 90.0), _row("sgd", 0.1, 85.0), _row("pro", 1.0, 92.0), _row("sgd", 1.0, 93.0),
-            _row("rr", 0.1, None, status="not run")]
+    rows = [
+        _row("pro", 0.1, 90.0),
+        _row("sgd", 0.1, 85.0),
+        _row("pro", 1.0, 92.0),
+        _row("sgd", 1.0, 93.0),
+        _row("rr", 0.1, None, status="not run"),
+    ]
     small = {"id": "c", "winner": "pro", "losers": ["sgd"], "eps_max": 0.5}
     assert S.evaluate_claim("t", small, rows, "test_accuracy_pct").verdict == "holds"
     every = {"id": "c", "winner": "pro", "losers": ["sgd"]}
@@ -69,8 +89,11 @@ def test_claim_holds_fails_and_not_evaluable():
 def test_build_and_render_from_csv(tmp_path):
     cfg = repo_config()
     rows = [_row("labeldp_pro", e, 90.0 + e, paper=91.0, table="table5_mnist") for e in (0.1, 0.2, 0.5)]
-    rows += [_row(c, e, 50.0, paper=50.0, table="table5_mnist")
-             for c in ("dpsgd", "rr", "rr_debiased", "lp_2st", "alibi") for e in (0.1, 0.2, 0.5)]
+    rows += [
+        _row(c, e, 50.0, paper=50.0, table="table5_mnist")
+        for c in ("dpsgd", "rr", "rr_debiased", "lp_2st", "alibi")
+        for e in (0.1, 0.2, 0.5)
+    ]
     path = tmp_path / "table5_mnist.csv"
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -115,8 +138,9 @@ def test_agreement_check_uses_the_standard_error_of_the_difference():
 def test_claims_are_either_orderings_or_agreements():
     cfg = repo_config()
     validate_semantics(cfg)  # the repo's own claims, incl. the Opacus agreement check, are valid
-    cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "agree": ["dpsgd", "labeldp_pro"], "winner": "dpsgd",
-                                                 "losers": ["rr"]}]
+    cfg["tables"]["table5_mnist"]["claims"] = [
+        {"id": "x", "agree": ["dpsgd", "labeldp_pro"], "winner": "dpsgd", "losers": ["rr"]}
+    ]
     with pytest.raises(ConfigError, match="either winner"):
         validate_semantics(cfg)
     cfg["tables"]["table5_mnist"]["claims"] = [{"id": "x", "agree": ["dpsgd", "nope"]}]

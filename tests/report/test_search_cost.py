@@ -16,7 +16,10 @@ def _record(eps: float, steps: int = 50, q: float = 0.02) -> dict:
 
 def test_one_run_costs_its_own_recorded_epsilon():
     r = _record(0.5)
-    assert search_epsilon([r], delta=1e-5, relation="add_or_remove") == r["privacy"]["epsilon_by_relation"]["add_or_remove"]
+    assert (
+        search_epsilon([r], delta=1e-5, relation="add_or_remove")
+        == r["privacy"]["epsilon_by_relation"]["add_or_remove"]
+    )
 
 
 def test_a_search_costs_dp_accountings_composition_of_its_runs_and_more_than_any_run():

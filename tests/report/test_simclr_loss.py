@@ -12,16 +12,29 @@ from labeldp.report.simclr_loss import main, write_simclr_loss_figure
 
 def _record(tmp_path, curve):
     path = tmp_path / "pretrain.json"
-    path.write_text(json.dumps({"config": {"width": 8, "batch_size": 64, "epochs": 4}, "epochs_completed": len(curve),
-                                "loss_curve": curve, "device": "cpu:cpu", "n_images": 100,
-                                "images_per_second_this_process": 50.0}))
+    path.write_text(
+        json.dumps(
+            {
+                "config": {"width": 8, "batch_size": 64, "epochs": 4},
+                "epochs_completed": len(curve),
+                "loss_curve": curve,
+                "device": "cpu:cpu",
+                "n_images": 100,
+                "images_per_second_this_process": 50.0,
+            }
+        )
+    )
     return path
 
 
 def test_the_figure_holds_the_records_curve_and_says_stand_in(tmp_path):
     curve = [6.1, 5.7, 5.5]
-    md = write_simclr_loss_figure(record_path=_record(tmp_path, curve), dataset="cifar10",
-                                  out_stem=tmp_path / "fig" / "simclr_loss_cifar10", standin=True)
+    md = write_simclr_loss_figure(
+        record_path=_record(tmp_path, curve),
+        dataset="cifar10",
+        out_stem=tmp_path / "fig" / "simclr_loss_cifar10",
+        standin=True,
+    )
     for suffix in (".png", ".pdf", ".csv"):
         assert md.with_suffix(suffix).stat().st_size > 0
     rows = list(csv.DictReader(md.with_suffix(".csv").open()))

@@ -17,14 +17,26 @@ T5_METHODS = ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro"]
 def _write(cfg, run, acc, *, diverged=False, eps_achieved=None, valid=True, reason=None):
     spec = run.spec
     rec = {
-        "schema_version": 1, "run_id": run.run_id, "dataset": {"name": spec.dataset, "source": "official",
-                                                                "n_train": 60000, "n_test": 10000, "subset": None},
-        "method": spec.method, "variant": spec.variant, "seed": spec.seed, "hparams": dict(spec.hparams),
-        "privacy": {"target_epsilon": records.encode_epsilon(spec.epsilon),
-                    "epsilon": records.encode_epsilon(spec.epsilon if eps_achieved is None else eps_achieved),
-                    "delta": spec.delta, "valid": valid, "invalid_reason": reason, "mechanism": "test"},
-        "metrics": {"test_accuracy_pct": acc, "diverged": diverged}, "timings": {},
-        "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2}, "config": {}, "created": "now",
+        "schema_version": 1,
+        "run_id": run.run_id,
+        "dataset": {"name": spec.dataset, "source": "official", "n_train": 60000, "n_test": 10000, "subset": None},
+        "method": spec.method,
+        "variant": spec.variant,
+        "seed": spec.seed,
+        "hparams": dict(spec.hparams),
+        "privacy": {
+            "target_epsilon": records.encode_epsilon(spec.epsilon),
+            "epsilon": records.encode_epsilon(spec.epsilon if eps_achieved is None else eps_achieved),
+            "delta": spec.delta,
+            "valid": valid,
+            "invalid_reason": reason,
+            "mechanism": "test",
+        },
+        "metrics": {"test_accuracy_pct": acc, "diverged": diverged},
+        "timings": {},
+        "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2},
+        "config": {},
+        "created": "now",
     }
     records.write_record(run.record_path, rec)
 
@@ -84,8 +96,16 @@ def test_delta_columns_bold_and_paper_values(cfg):
     row = next(line for line in md.splitlines() if line.startswith("| 0.1 |"))
     assert "**91.0 ± 0.0**" in row and "+6.0" in row and "+3.0" in row
     # the published MNIST LabelDP-Pro value at eps = 0.1 (000 Table 5a) sits beside the cell
-    ref = tables.paper_value(tables.load_reference(cfg["reference_dir"]), table="5a", dataset="mnist",
-                             method="labeldp_pro", variant=None, epsilon=0.1, k=None, metric="test_accuracy_pct")
+    ref = tables.paper_value(
+        tables.load_reference(cfg["reference_dir"]),
+        table="5a",
+        dataset="mnist",
+        method="labeldp_pro",
+        variant=None,
+        epsilon=0.1,
+        k=None,
+        metric="test_accuracy_pct",
+    )
     assert ref is not None and f"({ref:.1f})" in row
     row1 = next(line for line in md.splitlines() if line.startswith("| 1.0 |"))
     n_cols = len(plan.columns(cfg["tables"]["table5_mnist"]))
@@ -111,8 +131,13 @@ def test_reference_only_cells_are_marked_and_never_best(tmp_path, monkeypatch):
     for col in plan.columns(cfg["tables"]["table3"]):
         for run in plan.cell_runs(cfg, "table3", col, 0.1):
             amp_ref = col.reference_only
-            _write(cfg, run, 99.0 if amp_ref else 80.0, valid=not amp_ref,
-                   reason="amplification claimed for a self-batch denoiser" if amp_ref else None)
+            _write(
+                cfg,
+                run,
+                99.0 if amp_ref else 80.0,
+                valid=not amp_ref,
+                reason="amplification claimed for a self-batch denoiser" if amp_ref else None,
+            )
     res = tables.build_table(cfg, "table3")
     assert "selfspan_amp" not in res.best[0.1] and "selfconv_amp" not in res.best[0.1]
     md = tables.render_markdown(res)
@@ -177,8 +202,11 @@ def test_partial_cells_say_how_many_seeds_and_notes_name_the_eps(cfg):
     # a complete cell carries no seed count
     for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
         _write(cfg, run, 80.0 + run.spec.seed)
-    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
-               if line.startswith("| 0.1 |"))
+    row = next(
+        line
+        for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+        if line.startswith("| 0.1 |")
+    )
     assert "81.0 ± 1.0" in row and "seeds)" not in row
 
 
@@ -202,8 +230,11 @@ def test_seed_count_is_that_of_the_reported_configuration(cfg):
     for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
         if run.spec.hparams["learning_rate"] == 0.2 and run.spec.seed == 2:
             Path(run.record_path).unlink()
-    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
-               if line.startswith("| 0.1 |"))
+    row = next(
+        line
+        for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+        if line.startswith("| 0.1 |")
+    )
     assert "90.5 ± 0.7 (2 of 3 seeds)" in row
 
 
@@ -261,8 +292,11 @@ def test_one_of_three_seeds_says_so(cfg):
     for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
         if run.spec.seed == 0:
             _write(cfg, run, 80.0)
-    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
-               if line.startswith("| 0.1 |"))
+    row = next(
+        line
+        for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+        if line.startswith("| 0.1 |")
+    )
     assert "80.0 (1 of 3 seeds)" in row
 
 
@@ -295,8 +329,11 @@ def test_delta_from_a_partial_cell_says_partial(cfg):
     assert row.endswith("| +6.0 (partial) | +3.0 (partial) |")
     for run in plan.cell_runs(cfg, "table5_mnist", cols["labeldp_pro"], 0.1):
         _write(cfg, run, 91.0)
-    row = next(line for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
-               if line.startswith("| 0.1 |"))
+    row = next(
+        line
+        for line in tables.render_markdown(tables.build_table(cfg, "table5_mnist")).splitlines()
+        if line.startswith("| 0.1 |")
+    )
     assert row.endswith("| +6.0 | +3.0 |")
 
 
@@ -333,7 +370,10 @@ def test_header_names_the_relation_and_the_column_gives_the_other_eps(cfg, monke
     for run in plan.cell_runs(cfg, "table5_mnist", col, 0.1):
         _write(cfg, run, 90.0)
         rec = records.read_record(run.record_path)
-        rec["privacy"]["epsilon_by_relation"] = {"add_or_remove": 0.1, "label_substitution": 0.21 + 0.001 * run.spec.seed}
+        rec["privacy"]["epsilon_by_relation"] = {
+            "add_or_remove": 0.1,
+            "label_substitution": 0.21 + 0.001 * run.spec.seed,
+        }
         records.write_record(run.record_path, rec)
     for run in plan.cell_runs(cfg, "table5_mnist", col, 1.0):
         _write(cfg, run, 91.0)  # no epsilon_by_relation: a legacy record
@@ -351,7 +391,9 @@ def test_header_names_the_relation_and_the_column_gives_the_other_eps(cfg, monke
     cfg["tables"]["table5_mnist"]["calibration_relation"] = "label_substitution"
     md2 = tables.render_markdown(tables.build_table(cfg, "table5_mnist"))
     assert "met under **label substitution" in md2
-    assert next(line for line in md2.splitlines() if line.startswith("| eps |")).startswith("| eps | eps (add/remove) |")
+    assert next(line for line in md2.splitlines() if line.startswith("| eps |")).startswith(
+        "| eps | eps (add/remove) |"
+    )
 
 
 def test_a_quoted_column_shows_the_published_value_labelled_never_a_number_of_ours(tmp_path):
@@ -373,9 +415,16 @@ def test_held_out_selection_and_test_selection_pick_different_planted_points(cfg
     label) accuracy; the paper's column picks lr 0.1, the held-out column lr 0.2."""
     tcfg = cfg["tables"]["table5_mnist"]
     cfg["variants"].setdefault("dpsgd", {})["heldout10"] = {"validation_fraction": 0.1}
-    tcfg["columns"] = [{"id": "dpsgd", "label": "DP-SGD", "method": "dpsgd"},
-                       {"id": "dpsgd_heldout", "label": "DP-SGD (held-out)", "method": "dpsgd", "variant": "heldout10",
-                        "selection_metric": "validation_noisy_accuracy_pct"}]
+    tcfg["columns"] = [
+        {"id": "dpsgd", "label": "DP-SGD", "method": "dpsgd"},
+        {
+            "id": "dpsgd_heldout",
+            "label": "DP-SGD (held-out)",
+            "method": "dpsgd",
+            "variant": "heldout10",
+            "selection_metric": "validation_noisy_accuracy_pct",
+        },
+    ]
     test_acc = {0.1: 90.0, 0.2: 85.0}
     val_acc = {0.1: 40.0, 0.2: 45.0}
     for col in plan.columns(tcfg):
@@ -399,8 +448,16 @@ def test_001s_published_cells_are_read_with_its_non_private_model():
     ref = tables.load_reference(cfg["reference_dir"])
 
     def value(method, dataset, eps):
-        return tables.paper_value(ref, table="001:4", dataset=dataset, method=method, variant=None, epsilon=eps, k=None,
-                                  metric="test_accuracy_pct")
+        return tables.paper_value(
+            ref,
+            table="001:4",
+            dataset=dataset,
+            method=method,
+            variant=None,
+            epsilon=eps,
+            k=None,
+            metric="test_accuracy_pct",
+        )
 
     assert value("lp_2st", "mnist", 1.0) == 95.82 and value("lp_1st", "fashion_mnist", 4.0) == 93.5
     assert value("non_private", "mnist", float("inf")) == 99.33 == value("lp_1st", "mnist", float("inf"))
@@ -413,6 +470,7 @@ def test_a_tables_non_private_column_runs_its_variant():
     col = plan.nonprivate_column(cfg["tables"]["lpmst_table4_mnist"])
     assert (col.method, col.variant, col.ref_method) == ("nonprivate", "recipe001", "non_private")
     runs = [r for r in plan.runs_by_table(cfg)["lpmst_table4_mnist"] if r.spec.method == "nonprivate"]
-    assert runs and all(r.spec.options["momentum"] == 0.9 and r.spec.options["lr_schedule"] == "warmup_linear_decay"
-                        for r in runs)
+    assert runs and all(
+        r.spec.options["momentum"] == 0.9 and r.spec.options["lr_schedule"] == "warmup_linear_decay" for r in runs
+    )
     assert plan.nonprivate_column(cfg["tables"]["table5_mnist"]).variant == "default"

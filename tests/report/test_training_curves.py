@@ -25,8 +25,13 @@ def test_each_lambdas_curve_is_the_seed_mean_of_its_reported_configuration(tmp_p
             if col.id == "lambda05":
                 continue  # its records predate the curves
             rec = records.read_record(run.record_path)
-            rec["details"] = {"training_curves": {"steps_per_point": 3, "loss": [2.0 + seed, 1.0 + seed],
-                                                  "grad_norm": [10.0 * lr + seed, 4.0]}}
+            rec["details"] = {
+                "training_curves": {
+                    "steps_per_point": 3,
+                    "loss": [2.0 + seed, 1.0 + seed],
+                    "grad_norm": [10.0 * lr + seed, 4.0],
+                }
+            }
             records.write_record(run.record_path, rec)
     rows = training_curves.build_rows(cfg, "figure2")
     ok = [r for r in rows if r["column"] == "lambda1"]

@@ -15,8 +15,12 @@ from tests.simclr.test_pretrain import _prepared
 def encoder(tmp_path_factory):
     d = tmp_path_factory.mktemp("enc")
     data = _prepared(d / "toy.npz", n=32)
-    pretrain(load_images(data), config=SimCLRConfig(width=2, projection_dim=4, epochs=1, batch_size=16), out_dir=d / "e",
-             progress=False)
+    pretrain(
+        load_images(data),
+        config=SimCLRConfig(width=2, projection_dim=4, epochs=1, batch_size=16),
+        out_dir=d / "e",
+        progress=False,
+    )
     return data, d / "e"
 
 

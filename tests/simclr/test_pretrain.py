@@ -19,16 +19,32 @@ CFG = {"width": 2, "projection_dim": 8, "epochs": 12, "batch_size": 8, "checkpoi
 
 def _prepared(path: Path, n=32, seed=0) -> Path:
     rng = np.random.default_rng(seed)
-    np.savez(path, x_train=rng.integers(0, 256, (n, 8, 8, 1), dtype=np.uint8), y_train=rng.integers(0, 10, n),
-             x_test=rng.integers(0, 256, (16, 8, 8, 1), dtype=np.uint8), y_test=rng.integers(0, 10, 16),
-             metadata=np.array(json.dumps({"dataset": "toy", "source": "synthetic_standin", "subset": None,
-                                           "num_classes": 10})))
+    np.savez(
+        path,
+        x_train=rng.integers(0, 256, (n, 8, 8, 1), dtype=np.uint8),
+        y_train=rng.integers(0, 10, n),
+        x_test=rng.integers(0, 256, (16, 8, 8, 1), dtype=np.uint8),
+        y_test=rng.integers(0, 10, 16),
+        metadata=np.array(
+            json.dumps({"dataset": "toy", "source": "synthetic_standin", "subset": None, "num_classes": 10})
+        ),
+    )
     return path
 
 
 def _cli(data, out):
-    return [sys.executable, "-m", "labeldp.simclr.pretrain", "--data", str(data), "--out-dir", str(out),
-            "--config", json.dumps(CFG), "--no-progress"]
+    return [
+        sys.executable,
+        "-m",
+        "labeldp.simclr.pretrain",
+        "--data",
+        str(data),
+        "--out-dir",
+        str(out),
+        "--config",
+        json.dumps(CFG),
+        "--no-progress",
+    ]
 
 
 def test_a_run_killed_at_any_point_resumes_to_bit_identical_parameters(tmp_path):
@@ -37,8 +53,9 @@ def test_a_run_killed_at_any_point_resumes_to_bit_identical_parameters(tmp_path)
     assert reference.record["resumed_from_epoch"] is None
     out = tmp_path / "b"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(_cli(data, out), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        _cli(data, out), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None and not (out / "checkpoints" / "1").exists():
         time.sleep(0.02)
@@ -71,5 +88,6 @@ def test_bad_input_is_refused_with_the_fix(tmp_path, capsys):
     small = {"width": 2, "projection_dim": 4, "epochs": 1, "batch_size": 8}
     pretrain(load_images(data), config=SimCLRConfig(**small), out_dir=tmp_path / "c", progress=False)
     with pytest.raises(ValueError, match="another SimCLR configuration"):
-        pretrain(load_images(data), config=SimCLRConfig(**{**small, "epochs": 2}), out_dir=tmp_path / "c",
-                 progress=False)
+        pretrain(
+            load_images(data), config=SimCLRConfig(**{**small, "epochs": 2}), out_dir=tmp_path / "c", progress=False
+        )

@@ -44,16 +44,36 @@ def test_gpu_profile_bounds_jobs_per_gpu_with_gpu_slots():
 
 def _dry_run(tmp_path, *extra):
     return subprocess.run(
-        [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n", "-p", "--cores", "4",
-         "table15", *extra, "--configfile", str(REPO / "workflow/config/smoke.yaml")],
-        capture_output=True, text=True, timeout=600)
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "-n",
+            "-p",
+            "--cores",
+            "4",
+            "table15",
+            *extra,
+            "--configfile",
+            str(REPO / "workflow/config/smoke.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_training_jobs_run_with_the_share_only_when_gpu_slots_is_given(tmp_path):
     shared = _dry_run(tmp_path, "--resources", "gpu_slots=2")
     assert shared.returncode == 0, shared.stderr[-3000:]
-    train_cmds = [l.split("Shell command:")[-1].strip() for l in shared.stdout.splitlines() if "labeldp.sweep_runner" in l]
-    assert train_cmds and all(c.startswith("XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 JAX_COMPILATION_CACHE_DIR=") for c in train_cmds)
+    train_cmds = [
+        l.split("Shell command:")[-1].strip() for l in shared.stdout.splitlines() if "labeldp.sweep_runner" in l
+    ]
+    assert train_cmds and all(
+        c.startswith("XLA_PYTHON_CLIENT_MEM_FRACTION=0.45 JAX_COMPILATION_CACHE_DIR=") for c in train_cmds
+    )
     alone = _dry_run(tmp_path)
     assert alone.returncode == 0, alone.stderr[-3000:]
     assert "labeldp.sweep_runner" in alone.stdout and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in alone.stdout

@@ -26,7 +26,8 @@ def test_cache_env_names_the_directory_and_turns_on_the_locked_cache(tmp_path):
     # a size cap is what makes JAX lock the cache directory between concurrent jobs
     assert f"JAX_COMPILATION_CACHE_MAX_SIZE={JAX_CACHE_MAX_BYTES} " in env and env.endswith(" ")
     assert jax_cache_env(str(tmp_path / "abs"), workdir="/elsewhere").startswith(
-        f"JAX_COMPILATION_CACHE_DIR={tmp_path / 'abs'} ")
+        f"JAX_COMPILATION_CACHE_DIR={tmp_path / 'abs'} "
+    )
     assert jax_cache_env(None, workdir=tmp_path) == ""
 
 
@@ -43,9 +44,25 @@ def test_bad_cache_dir_is_refused_with_the_fix(bad, tmp_path):
 
 def _dry_run(tmp_path, *configfiles):
     return subprocess.run(
-        [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n", "-p", "--cores", "2",
-         "table15", "--configfile", str(REPO / "workflow/config/smoke.yaml"), *map(str, configfiles)],
-        capture_output=True, text=True, timeout=600)
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "-n",
+            "-p",
+            "--cores",
+            "2",
+            "table15",
+            "--configfile",
+            str(REPO / "workflow/config/smoke.yaml"),
+            *map(str, configfiles),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_jobs_get_the_cache_by_default_and_not_when_it_is_null(tmp_path):
@@ -77,11 +94,25 @@ def test_a_warm_cache_gives_the_same_record_as_a_cold_one(tmp_path):
     make_standin_raw_files("kmnist", raw, n_train=256, n_test=64, seed=0)
     data = tmp_path / "kmnist.npz"
     env0 = dict(os.environ, PYTHONPATH=str(REPO))
-    subprocess.run([sys.executable, "-m", "labeldp.data.prepare", "kmnist", "--raw-dir", str(raw), "--out", str(data)],
-                   check=True, env=env0, capture_output=True, timeout=300)
-    spec = {"dataset": "kmnist", "method": "dpsgd", "variant": "default", "epsilon": 1.0, "delta": 1e-5, "seed": 0,
-            "hparams": {"learning_rate": 0.5, "epochs": 1, "batch_size": 64, "clip_norm": 5.0},
-            "accountant": "pld", "profile": "smoke", "sampling": "poisson"}
+    subprocess.run(
+        [sys.executable, "-m", "labeldp.data.prepare", "kmnist", "--raw-dir", str(raw), "--out", str(data)],
+        check=True,
+        env=env0,
+        capture_output=True,
+        timeout=300,
+    )
+    spec = {
+        "dataset": "kmnist",
+        "method": "dpsgd",
+        "variant": "default",
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "seed": 0,
+        "hparams": {"learning_rate": 0.5, "epochs": 1, "batch_size": 64, "clip_norm": 5.0},
+        "accountant": "pld",
+        "profile": "smoke",
+        "sampling": "poisson",
+    }
     cache = tmp_path / "cache"
 
     def run(name, cached):
@@ -91,8 +122,23 @@ def test_a_warm_cache_gives_the_same_record_as_a_cold_one(tmp_path):
                 key, value = assignment.split("=", 1)
                 env[key] = value
         out = tmp_path / f"{name}.json"
-        proc = subprocess.run([sys.executable, "-m", "labeldp.runner", "--spec", json.dumps(spec), "--data", str(data),
-                               "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "labeldp.runner",
+                "--spec",
+                json.dumps(spec),
+                "--data",
+                str(data),
+                "--out",
+                str(out),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(out.read_text())
 

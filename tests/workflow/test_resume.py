@@ -24,9 +24,23 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 def _dry_run(workdir: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "-n", "--cores", "2", "table15",
-         "--configfile", str(REPO / "workflow/config/smoke.yaml")],
-        capture_output=True, text=True, timeout=600)
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "-n",
+            "--cores",
+            "2",
+            "table15",
+            "--configfile",
+            str(REPO / "workflow/config/smoke.yaml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def _planned(stdout: str) -> dict[str, list[str]]:
@@ -91,7 +105,8 @@ def test_records_older_than_the_prepared_data_are_not_redone(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     again = {j["output"]: j for j in _jobs(second.stdout).get("sweep", [])}
     assert set(again) == {records_only, missing}, (
-        f"finished sweeps older than the prepared data were planned again: {sorted(set(again) - {records_only, missing})[:3]}")
+        f"finished sweeps older than the prepared data were planned again: {sorted(set(again) - {records_only, missing})[:3]}"
+    )
     assert again[records_only]["input"].endswith(".npz") and again[missing]["input"].endswith(".npz")
     assert not any(r in _planned(second.stdout) for r in ("fetch", "make_standin", "prepare"))
 
@@ -129,15 +144,27 @@ def test_a_missing_record_is_trained_when_the_data_is_prepared_again(tmp_path):
     assert missing in again.get("sweep", []), "the sweep with a missing record was dropped from the run"
     assert again.get("sweep", []) == [missing], "finished sweeps were planned again"
 
+
 def test_switching_the_data_mirror_does_not_fetch_again(tmp_path, mirror):
     """Where the raw bytes come from is not a rerun trigger: they are checked against pinned
     checksums whatever the source, so a verified fetch stays done when the mirror is switched
     off or moved (it used to be a param of the fetch rule, and Snakemake redid the fetch)."""
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1",
-           "fetch_mnist", "--configfile", str(REPO / "workflow/config/smoke.yaml")]
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--cores",
+        "1",
+        "fetch_mnist",
+        "--configfile",
+        str(REPO / "workflow/config/smoke.yaml"),
+    ]
     env = {k: v for k, v in os.environ.items() if k != "LABELDP_DATA_MIRROR"}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env=dict(env, LABELDP_DATA_MIRROR=str(mirror)))
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, env=dict(env, LABELDP_DATA_MIRROR=str(mirror))
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     elsewhere = tmp_path / "another_mirror"
     elsewhere.mkdir()

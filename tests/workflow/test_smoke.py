@@ -19,21 +19,68 @@ from labeldp.methods import registry
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SMOKE = REPO / "workflow/config/smoke.yaml"
-TABLES = ["table2", "table3", "table5_mnist", "table5_cifar10", "table13", "table14", "table15", "table6",
-          "table6_fashion_mnist", "table7",
-          "tableG3", "hybrid_table1", "hybrid_table2", "hybrid_table3", "hybrid_table5", "table11",
-          "lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "lpmst_table1", "lpmst_table5", "figure2_sweep", "figure4_sweep", "figure4_fashion_mnist_sweep", "table12_k2", "table12_k5", "table12_k10", "table12_delta",
-          "table12"]
+TABLES = [
+    "table2",
+    "table3",
+    "table5_mnist",
+    "table5_cifar10",
+    "table13",
+    "table14",
+    "table15",
+    "table6",
+    "table6_fashion_mnist",
+    "table7",
+    "tableG3",
+    "hybrid_table1",
+    "hybrid_table2",
+    "hybrid_table3",
+    "hybrid_table5",
+    "table11",
+    "lpmst_table4_mnist",
+    "lpmst_table4_fashion_mnist",
+    "lpmst_table1",
+    "lpmst_table5",
+    "figure2_sweep",
+    "figure4_sweep",
+    "figure4_fashion_mnist_sweep",
+    "table12_k2",
+    "table12_k5",
+    "table12_k10",
+    "table12_delta",
+    "table12",
+]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
-NOT_RUN = {"tables": ["hybrid_table4", "lpmst_table2", "lpmst_table3"],  # proprietary data or not in the registry
-           "figures": ["hybrid_figure3_pcvr", "figure5b"]}
-STANDIN_DATASETS = ("cifar10", "cifar10_simclr", "kmnist", "criteo_search", "census1940", "criteo_attribution", "criteo_pctr")
+NOT_RUN = {
+    "tables": ["hybrid_table4", "lpmst_table2", "lpmst_table3"],  # proprietary data or not in the registry
+    "figures": ["hybrid_figure3_pcvr", "figure5b"],
+}
+STANDIN_DATASETS = (
+    "cifar10",
+    "cifar10_simclr",
+    "kmnist",
+    "criteo_search",
+    "census1940",
+    "criteo_attribution",
+    "criteo_pctr",
+)
 
 
 def _smk(workdir: Path, *args: str, mirror: Path, check=True, timeout=2400, extra_config=()):
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), "--cores", "2",
-           "--rerun-incomplete", *args, "--configfile", str(SMOKE), *extra_config]
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        "--rerun-incomplete",
+        *args,
+        "--configfile",
+        str(SMOKE),
+        *extra_config,
+    ]
     env = dict(os.environ, LABELDP_DATA_MIRROR=str(mirror))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     if check and proc.returncode != 0:
@@ -77,14 +124,36 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     _smk(work, "fetch_mnist", mirror=mirror)
     manifest = work / "data/raw/mnist/MANIFEST.json"
     m_time = manifest.stat().st_mtime_ns
-    cmd = [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(work), "--cores", "2", "--configfile", str(SMOKE)]
-    proc = subprocess.Popen(cmd, env=dict(os.environ, LABELDP_DATA_MIRROR=str(mirror)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = [
+        SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--cores",
+        "2",
+        "--configfile",
+        str(SMOKE),
+    ]
+    proc = subprocess.Popen(
+        cmd,
+        env=dict(os.environ, LABELDP_DATA_MIRROR=str(mirror)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     first = None
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
-        recs = sorted(r for r in (work / "results/smoke").rglob("*.json") if not {"ssl", ".sweeps", "examples"} & set(r.relative_to(work).parts)) \
-            if (work / "results/smoke").exists() else []
+        recs = (
+            sorted(
+                r
+                for r in (work / "results/smoke").rglob("*.json")
+                if not {"ssl", ".sweeps", "examples"} & set(r.relative_to(work).parts)
+            )
+            if (work / "results/smoke").exists()
+            else []
+        )
         # a record counts as a finished job once Snakemake has also cleared its incomplete
         # marker (the runner writes the file just before its process exits)
         done = [r for r in recs if str(r.relative_to(work)) not in _incomplete(work)]
@@ -158,8 +227,9 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     assert "privacy unit: **user**" in (rep / "tables/table7.md").read_text()
     # 000 Table 11 from the records of the smoke tables' runs: every timed method has a number on this machine
     t11 = _rows(rep / "tables/table11.csv")
-    assert any(r["status"] == "ok" and float(r["mean"]) > 0 for r in t11) and all(r["paper"] for r in t11
-                                                                                  if r["method"] == "dpsgd"), t11
+    assert any(r["status"] == "ok" and float(r["mean"]) > 0 for r in t11) and all(
+        r["paper"] for r in t11 if r["method"] == "dpsgd"
+    ), t11
     assert "STAND-IN DATA" in (rep / "tables/table11.md").read_text()  # CIFAR-10 and Criteo are stand-ins here
     # 002 (Hybrid): relative AUC loss against the table's non-private runs, 002's values beside
     # (Table 3: user-level Hybrid and its baselines at the cap k = 2)
@@ -202,9 +272,12 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     assert all(r["status"] == "ok" and r["eps_star"] and r["paper"] for r in t12), t12
     k2 = [json.loads(p.read_text()) for p in (work / "results/smoke/mnist_k2").rglob("*.json")]
     assert k2 and all(r["dataset"]["view"] == "mnist_k2" for r in k2)  # MNIST's digits 0 and 1
-    deltas = {r["config"]["run_spec"]["variant"]: r["privacy"]["delta"] for p in (work / "results/smoke/mnist/labeldp_pro").rglob("*.json")
-              for r in [json.loads(p.read_text())]}
-    assert deltas["delta_inv_n1.2"] == pytest.approx(60000 ** -1.2) and deltas["default"] == 1e-5, deltas
+    deltas = {
+        r["config"]["run_spec"]["variant"]: r["privacy"]["delta"]
+        for p in (work / "results/smoke/mnist/labeldp_pro").rglob("*.json")
+        for r in [json.loads(p.read_text())]
+    }
+    assert deltas["delta_inv_n1.2"] == pytest.approx(60000**-1.2) and deltas["default"] == 1e-5, deltas
     # 000 Figure 2: every lambda's curves (gradient norm and loss along training) from its records
     f2 = _rows(rep / "figures/figure2.csv")
     assert {r["column"] for r in f2} == {"lambda1", "lambda085", "lambda075", "lambda05"}
@@ -213,7 +286,11 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     # 000 Figure 4: confusion matrices (test set) at initialisation and after RR at eps 0.1 and 1.6
     for f, n_test in (("figure4", None), ("figure4_fashion_mnist", 2000)):
         rows = _rows(rep / f"figures/{f}.csv")
-        assert [p for p in dict.fromkeys(r["panel"] for r in rows)] == ["initialisation", "RR, eps = 0.1", "RR, eps = 1.6"]
+        assert [p for p in dict.fromkeys(r["panel"] for r in rows)] == [
+            "initialisation",
+            "RR, eps = 0.1",
+            "RR, eps = 1.6",
+        ]
         for panel in ("initialisation", "RR, eps = 0.1", "RR, eps = 1.6"):
             counts = [int(r["count"]) for r in rows if r["panel"] == panel]
             assert len(counts) == 100 and (n_test is None or sum(counts) == n_test), (f, panel)
@@ -230,13 +307,18 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     audit_rows = _rows(rep / "audit/audit.csv")
     assert len(audit_rows) == 7 and all(r["status"] == "ok" for r in audit_rows), audit_rows
     assert all(0.0 <= float(r["audited_lower_bound"]) <= float(r["epsilon_label_substitution"]) for r in audit_rows)
-    assert (rep / "audit/audit.passed").exists() and "Label-canary privacy audit" in (rep / "audit/audit.md").read_text()
+    assert (rep / "audit/audit.passed").exists() and "Label-canary privacy audit" in (
+        rep / "audit/audit.md"
+    ).read_text()
 
     # 3. the records are complete and honest
     # run records (the SimCLR pre-training's own files under results/smoke/ssl and the sweeps'
     # markers under results/smoke/.sweeps are not run records)
-    recs = [json.loads(p.read_text()) for p in (work / "results/smoke").rglob("*.json")
-            if not {"ssl", ".sweeps", "examples"} & set(p.relative_to(work).parts)]
+    recs = [
+        json.loads(p.read_text())
+        for p in (work / "results/smoke").rglob("*.json")
+        if not {"ssl", ".sweeps", "examples"} & set(p.relative_to(work).parts)
+    ]
     markers = [json.loads(p.read_text()) for p in (work / "results/smoke/.sweeps").rglob("*.json")]
     in_sweeps = [r for m in markers for r in m["records"]]  # the training records (the audit's runs are its own)
     assert markers and len(in_sweeps) == len(set(in_sweeps)) and all((work / r).exists() for r in in_sweeps)
@@ -247,13 +329,17 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         if rec["method"] in ("dpsgd", "labeldp_pro", "dpsgd_opacus"):
             assert set(rec["privacy"]["epsilon_by_relation"]) == {"add_or_remove", "label_substitution"}
         assert rec["environment"]["packages"]["jax"]
-        assert rec["dataset"]["source"] == ("synthetic_standin" if rec["dataset"]["name"] in STANDIN_DATASETS else "official")
+        assert rec["dataset"]["source"] == (
+            "synthetic_standin" if rec["dataset"]["name"] in STANDIN_DATASETS else "official"
+        )
         if rec["method"] in ("hybrid", "hybrid_rr", "hybrid_dpsgd", "hybrid_user_level"):
             d = rec["details"]
             assert abs(d["epsilon1"] + d["epsilon2"] - rec["config"]["run_spec"]["epsilon"]) < 1e-9
         if rec["method"] == "hybrid_user_level":
             assert rec["privacy"]["privacy_unit"] == "user" and rec["privacy"]["epsilon"] <= 3.0 + 1e-6
-        if rec["dataset"]["name"] == "criteo_attribution" and rec["config"]["run_spec"]["options"].get("examples_per_user"):
+        if rec["dataset"]["name"] == "criteo_attribution" and rec["config"]["run_spec"]["options"].get(
+            "examples_per_user"
+        ):
             assert rec["privacy"]["privacy_unit"] == "user"
         if rec["method"].startswith("hybrid") and rec["dataset"]["name"] == "criteo_attribution":
             # 002 Tables 2 and 3 run on 002's random 80/20 row split (labeldp/data/views.py)
@@ -294,18 +380,64 @@ def test_corrupted_mirror_fails_fetch_and_leaves_nothing(tmp_path, mirror):
 
 
 def test_dry_run_lists_every_target(tmp_path):
-    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n",
-                           "--cores", "1", "--list-target-rules"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "-n",
+            "--cores",
+            "1",
+            "--list-target-rules",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     listed = set(proc.stdout.split())
-    for t in TABLES + FIGURES + ["all", "audit", "unbiased_figure2", "lpmst_table4", "table12", "table12_sweeps", *HYBRID_FIGURES, *NOT_RUN["tables"], *NOT_RUN["figures"], "figure2", "figure4", "figure4_fashion_mnist"] + [f"fetch_{d}" for d in ("mnist", "fashion_mnist", "kmnist", "cifar10",
-                                                                     "criteo_attribution", "criteo_search", "census1940")]:
+    for t in (
+        TABLES
+        + FIGURES
+        + [
+            "all",
+            "audit",
+            "unbiased_figure2",
+            "lpmst_table4",
+            "table12",
+            "table12_sweeps",
+            *HYBRID_FIGURES,
+            *NOT_RUN["tables"],
+            *NOT_RUN["figures"],
+            "figure2",
+            "figure4",
+            "figure4_fashion_mnist",
+        ]
+        + [
+            f"fetch_{d}"
+            for d in (
+                "mnist",
+                "fashion_mnist",
+                "kmnist",
+                "cifar10",
+                "criteo_attribution",
+                "criteo_search",
+                "census1940",
+            )
+        ]
+    ):
         assert t in listed, t
 
 
 def test_bad_config_fails_before_any_job(tmp_path):
-    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1",
-                           "--config", "delta=2"], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1", "--config", "delta=2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "delta" in proc.stdout + proc.stderr
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
@@ -314,9 +446,25 @@ def test_bad_config_fails_before_any_job(tmp_path):
 def test_a_batch_larger_than_the_data_fails_before_any_job(tmp_path):
     overlay = tmp_path / "small.yaml"
     overlay.write_text("datasets:\n  mnist: {subset: 32, standin: false}\n")
-    proc = subprocess.run([SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", "1",
-                           "--configfile", str(REPO / "workflow/config/smoke.yaml"), str(overlay), "--", "table2"],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            SNAKEMAKE,
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(tmp_path),
+            "--cores",
+            "1",
+            "--configfile",
+            str(REPO / "workflow/config/smoke.yaml"),
+            str(overlay),
+            "--",
+            "table2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode != 0
     assert "lower batch_size in grids.smoke" in proc.stdout + proc.stderr
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()

@@ -20,10 +20,16 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--dataset", required=True)
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--mirror", default=os.environ.get("LABELDP_DATA_MIRROR", ""),
-                   help="directory of verified raw files (default: env LABELDP_DATA_MIRROR)")
-    p.add_argument("--census-path", default=os.environ.get("LABELDP_CENSUS_PATH", ""),
-                   help="the user's IPUMS 1940 extract (default: env LABELDP_CENSUS_PATH)")
+    p.add_argument(
+        "--mirror",
+        default=os.environ.get("LABELDP_DATA_MIRROR", ""),
+        help="directory of verified raw files (default: env LABELDP_DATA_MIRROR)",
+    )
+    p.add_argument(
+        "--census-path",
+        default=os.environ.get("LABELDP_CENSUS_PATH", ""),
+        help="the user's IPUMS 1940 extract (default: env LABELDP_CENSUS_PATH)",
+    )
     p.add_argument("--pinned-sha256", default="")
     p.add_argument("--standin", action="store_true", help="write tiny SYNTHETIC raw-format files")
     p.add_argument("--standin-train", type=int, default=STANDIN_SIZES[0])
@@ -39,8 +45,13 @@ def main() -> int:
         source = "synthetic_standin"
     else:
         try:
-            files = fetch_dataset(a.dataset, data_dir=a.data_dir, mirror=a.mirror or None,
-                                  pinned_sha256=a.pinned_sha256 or None, census_path=a.census_path or None)
+            files = fetch_dataset(
+                a.dataset,
+                data_dir=a.data_dir,
+                mirror=a.mirror or None,
+                pinned_sha256=a.pinned_sha256 or None,
+                census_path=a.census_path or None,
+            )
         except (DataError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
