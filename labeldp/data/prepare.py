@@ -48,7 +48,8 @@ from .rawformats import (
     read_idx,
     read_standin_marker,
 )
-from .registry import DatasetSpec, get_spec
+from . import views
+from .registry import DATASETS, DatasetSpec, get_spec
 
 __all__ = [
     "SOURCE_OFFICIAL",
@@ -294,9 +295,6 @@ def load_prepared(path: str | os.PathLike):
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from . import views
-    from .registry import DATASETS
-
     parser = argparse.ArgumentParser(
         prog="python -m labeldp.data.prepare",
         description="Parse raw image-dataset files into an .npz (x/y train/test + metadata).",
@@ -312,7 +310,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subset", type=int, default=None, help="keep the first N examples of each split")
     args = parser.parse_args(argv)
     try:
-        if args.dataset in views.VIEWS:  # labeldp.data.views: the base module with the view's split
+        view = views.view_of(args.dataset)
+        if view is not None and DATASETS[view.base].kind == "image":  # e.g. MNIST's first K classes (000 Table 12)
+            out = prepare_image_dataset(
+                view.base,
+                raw_dir=args.raw_dir,
+                out_path=args.out,
+                subset=args.subset,
+                view=args.dataset,
+                **dict(view.options),
+            )
+        elif view is not None:  # labeldp.data.views: the base module with the view's split
             source = SOURCE_STANDIN if is_standin_dir(args.raw_dir) else SOURCE_OFFICIAL
             out = views.prepare_view(
                 args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset, source=source

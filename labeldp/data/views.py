@@ -9,8 +9,8 @@ split by its ``dataset`` key and every record, prepared file and log says which 
 * the raw files are the base dataset's (``<data_dir>/raw/<base>`` or ``<data_dir>/standin/<base>``;
   one fetch, one stand-in);
 * the prepared file is ``<data_dir>/prepared/<view>-<source>-<size>.npz``, written by the base's
-  preparation module (``labeldp/data/<base>.py``, ``prepare_dataset``; an image base's:
-  :func:`labeldp.data.prepare.prepare_image_dataset`) with the view's options;
+  preparation module (``labeldp/data/<base>.py``, ``prepare_dataset``; an image base's is
+  :func:`labeldp.data.prepare.prepare_image_dataset`, which its command line calls) with the view's options;
 * its arrays describe the base's data: their ``dataset`` is the base id (models, optimizers and the
   paper's reference cells are the base's) and ``metadata["view"]`` is the view id, which the runner
   checks against the run's dataset;
@@ -27,8 +27,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from labeldp.data.prepare import prepare_image_dataset
-from labeldp.data.registry import get_spec
 
 __all__ = ["SplitView", "VIEWS", "view_of", "base_dataset", "prepare_view", "held_dataset"]
 
@@ -87,7 +85,8 @@ def held_dataset(data: Any) -> str:
 
 
 def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, subset: int | None, source: str) -> Path:
-    """Prepare view ``dataset`` from its base's raw files with the view's options.
+    """Prepare view ``dataset`` of a tabular base from its base's raw files with the view's options (an image
+    base's view is prepared by :func:`labeldp.data.prepare.prepare_image_dataset` with ``view`` and the options).
 
     Args:
       dataset: a view id (a key of :data:`VIEWS`).
@@ -103,10 +102,6 @@ def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, sub
       KeyError: ``dataset`` is not a view.
     """
     view = VIEWS[dataset]
-    if get_spec(view.base).kind == "image":  # the image datasets share one preparation (labeldp.data.prepare)
-        return prepare_image_dataset(
-            view.base, raw_dir=raw_dir, out_path=out_path, subset=subset, view=dataset, **dict(view.options)
-        )
     module = importlib.import_module(f"labeldp.data.{view.base}")
     return module.prepare_dataset(
         raw_dir=raw_dir, out_path=out_path, subset=subset, source=source, view=dataset, **dict(view.options)

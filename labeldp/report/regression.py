@@ -29,6 +29,7 @@ from typing import Any, Mapping
 from labeldp import records
 from labeldp.plan import cell_runs, hp_id
 from labeldp.report.render import NOT_RUN, save_figure, write_atomic_text
+from labeldp.report.tables import build_table
 
 __all__ = ["main_regression", "selected_records", "protocol_text"]
 
@@ -336,7 +337,6 @@ def _plot(config, table, res, rows, png: Path, pdf: Path | None) -> None:
 def main_regression(config, table: str, out_dir: Path, plot_dir: Path | None = None) -> int:
     """Writes ``<table>.md``, ``.csv`` (and ``.tex`` for a table) in ``out_dir`` and the plot
     (``.png``, ``.pdf``) in ``plot_dir`` (a table) or ``out_dir`` (a figure)."""
-    from labeldp.report.tables import build_table
 
     tcfg = config["tables"][table]
     res = build_table(config, table)

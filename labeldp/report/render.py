@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from labeldp import records
 from labeldp.atomic_io import write_text_atomic
 from labeldp.plan import calibration_relation, format_eps, table_relation
+from labeldp.report.metrics import DERIVED_METRICS
 from labeldp.report.search_cost import search_cost_lines
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -48,8 +49,6 @@ def _fmt_num(v: float | None, metric: str) -> str:
 def derived_metric_line(res: TableResult) -> str | None:
     """For a derived-metric table (002's relative AUC loss): how the metric is derived and the
     AUC_np used (mean ± std over the non-private seeds), or that there is none; else None."""
-    from labeldp.report.tables import DERIVED_METRICS
-
     metric = res.config["tables"][res.table]["metric"]
     if metric not in DERIVED_METRICS:
         return None
@@ -264,8 +263,6 @@ def render_markdown(res: TableResult) -> str:
         "had uncommitted code or config changes."
     )
     out.append("")
-    from labeldp.report.tables import DERIVED_METRICS
-
     if res.nonprivate is not None:
         np_metric = DERIVED_METRICS.get(metric, metric)  # a derived metric's non-private row is its AUC
         what = " (test AUC)" if metric in DERIVED_METRICS else ""
@@ -347,8 +344,6 @@ def render_latex(res: TableResult) -> str:
 
 
 def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
-    from labeldp.report.tables import DERIVED_METRICS
-
     tcfg = res.config["tables"][res.table]
     rows = []
     cells = list(res.cells.values()) + ([res.nonprivate] if res.nonprivate else [])

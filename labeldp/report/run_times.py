@@ -23,6 +23,7 @@ from typing import Any, Mapping
 from labeldp import records
 from labeldp.plan import table_runs
 from labeldp.report.render import save_figure, write_atomic_text, write_csv
+from labeldp.report.tables import load_reference
 
 __all__ = ["build_rows", "main_run_times", "METRIC"]
 
@@ -143,8 +144,6 @@ def _plot(config, table: str, rows, png: Path, pdf: Path) -> None:
 
 def main_run_times(config, table: str, out_dir: Path, plot_dir: Path | None = None) -> int:
     """Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and its plot in ``plot_dir``."""
-    from labeldp.report.tables import load_reference
-
     rows = build_rows(config, table, load_reference(config["reference_dir"]))
     md = _markdown(config, table, rows)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """Builds a paper table (or figure) only from result records and the published values.
 
-Usage (the ``table`` / ``figure`` rules)::
+Written by the ``table`` / ``figure`` rules through :mod:`labeldp.report.build`::
 
-    python -m labeldp.report.tables --table table5_mnist --config-json '<config>' --out-dir reports/tables
+    python -m labeldp.report.build --table table5_mnist --config-json '<config>' --out-dir reports/tables
 
 Cell semantics:
 - each column x epsilon cell collects the planned runs (grid points x seeds); per grid point
@@ -25,13 +25,10 @@ Cell semantics:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
 import math
 import os
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -48,6 +45,7 @@ from labeldp.plan import (
     table_epsilons,
     table_relation,
 )
+from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_epsilon
 
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
@@ -67,12 +65,6 @@ from labeldp.report.render import (  # noqa: F401
     write_csv,
 )
 
-#: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
-#: mean; the scorecard's winner/loser claims read them the same way.
-LOWER_IS_BETTER = ("test_mse", "noisy_label_mse", "validation_noisy_mse", "relative_auc_loss_pct")
-#: Metrics derived from a record's metric and the table's non-private cell (paper 002):
-#: ``relative_auc_loss_pct = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np)`` from ``test_auc``.
-DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
 #: Why a private cell of a derived-metric table has no number when its non-private cell has no records.
 NO_NONPRIVATE_REFERENCE = "the non-private reference (needed for the relative AUC loss) has no records"
 
@@ -421,61 +413,21 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     return TableResult(table, config, cols, eps_list, cells, np_cell, deltas, best, used, partial)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--table", required=True)
-    p.add_argument("--config-json", required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("--figure", action="store_true", help="a figure target: draw <table>.png/.pdf in --out-dir")
-    p.add_argument("--plot-dir", default=None, help="a table target: also draw <table>.png/.pdf there")
-    args = p.parse_args(argv)
-    config = json.loads(args.config_json)
-    if args.table not in config["tables"]:
-        raise SystemExit(f"error: unknown table {args.table!r}; known: {sorted(config['tables'])}")
-    if config["tables"][args.table].get("renderer") == "run_times":  # 000 Table 11, from other tables' records
-        from labeldp.report.run_times import main_run_times
-
-        return main_run_times(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
-    if config["tables"][args.table].get("renderer") == "intersection":  # 000 Table 12, from other tables' cells
-        from labeldp.report.intersection import main_intersection
-
-        return main_intersection(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
-    if config["tables"][args.table].get("renderer") == "not_run":  # proprietary data: "not run" beside the paper
-        from labeldp.report.not_run import main_not_run
-
-        return main_not_run(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
-    if config["tables"][args.table].get("renderer") == "confusion_matrices":  # 000 Figure 4, from a table's records
-        from labeldp.report.confusion import main_confusion
-
-        return main_confusion(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
-    if config["tables"][args.table].get("renderer") == "training_curves":  # 000 Figure 2, from a table's records
-        from labeldp.report.training_curves import main_training_curves
-
-        return main_training_curves(
-            config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None
-        )
-    if config["tables"][args.table].get("renderer") == "eps_curves":  # 002's figures, from other tables' cells
-        from labeldp.report.eps_curves import main_eps_curves
-
-        return main_eps_curves(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
-    if config["tables"][args.table].get("renderer") == "regression":  # 003's figures and Table G.3
-        from labeldp.report.regression import main_regression
-
-        return main_regression(config, args.table, Path(args.out_dir), Path(args.plot_dir) if args.plot_dir else None)
-    res = build_table(config, args.table)
-    out = Path(args.out_dir)
-    write_csv(out / f"{args.table}.csv", tidy_rows(res))
-    if args.figure:
-        render_figure(res, out / f"{args.table}.png", out / f"{args.table}.pdf")
+def write_table(
+    config: Mapping[str, Any], table: str, out_dir: Path, *, figure: bool = False, plot_dir: Path | None = None
+) -> int:
+    """Builds ``table`` (a table of cells, no renderer) from records and writes ``<table>.md``, ``.csv`` and
+    ``.tex`` in ``out_dir`` (a figure target: the plot there instead of ``.tex``; else the plot in ``plot_dir``)."""
+    res = build_table(config, table)
+    out = Path(out_dir)
+    write_csv(out / f"{table}.csv", tidy_rows(res))
+    if figure:
+        render_figure(res, out / f"{table}.png", out / f"{table}.pdf")
     else:
-        write_atomic_text(out / f"{args.table}.tex", render_latex(res))
-        if args.plot_dir:
-            plots = Path(args.plot_dir)
-            render_figure(res, plots / f"{args.table}.png", plots / f"{args.table}.pdf")
-    write_atomic_text(out / f"{args.table}.md", render_markdown(res))
-    print(f"wrote {out / args.table}.*")
+        write_atomic_text(out / f"{table}.tex", render_latex(res))
+        if plot_dir:
+            plots = Path(plot_dir)
+            render_figure(res, plots / f"{table}.png", plots / f"{table}.pdf")
+    write_atomic_text(out / f"{table}.md", render_markdown(res))
+    print(f"wrote {out / table}.*")
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

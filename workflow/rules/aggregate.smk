@@ -23,7 +23,7 @@ def _paper(wc):
 # `table` and `figure` differ only in their outputs (a table also writes .tex; a figure of 003
 # keeps its md/csv next to its plot) and the report category, which Snakemake needs statically;
 # the command is one.
-_AGGREGATE_CMD = ("PYTHONPATH={workflow.basedir:q} python -m labeldp.report.tables --table {wildcards.table} "
+_AGGREGATE_CMD = ("PYTHONPATH={workflow.basedir:q} python -m labeldp.report.build --table {wildcards.table} "
                   "--config-json {params.cfg:q} ")
 
 
