@@ -40,8 +40,8 @@ import numpy as np
 import optax
 
 from labeldp.ads.model import AdsMLP, two_class_logits
-from labeldp.ads.train import init_params
-from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
+from labeldp.ads.train import init_params, run_shuffled_epochs
+from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step, make_sgd_step
 from labeldp.dpsgd.loop import run_dp_loop, split_init_key
 from labeldp.dpsgd.training_plan import DPTrainingPlan
 
@@ -132,31 +132,24 @@ def _optimizer(name: str, learning_rate: float, steps: int) -> optax.GradientTra
 
 
 def _phase1(model: AdsMLP, params, x_num, x_cat, weights, cfg: HybridConfig, seed: int):
-    n = weights.shape[0]
-    bs = min(cfg.batch_size, n)
-    per_epoch = -(-n // bs)
+    per_epoch = -(-weights.shape[0] // min(cfg.batch_size, weights.shape[0]))
     step = make_sgd_step(
         optimizer=_optimizer(cfg.optimizers[0], cfg.learning_rate, per_epoch * cfg.epochs),
         logits_fn=two_class_logits(model, truncated=True),
     )
-    state = step.init(params)
-    rng = np.random.default_rng([seed, 11])
-    key = jax.random.PRNGKey(seed)
-    losses = []
-    for _ in range(cfg.epochs):
-        order = rng.permutation(n)
-        pad = per_epoch * bs - n
-        idx = np.concatenate([order, order[:pad]]) if pad else order
-        mask = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
-        for b in range(per_epoch):
-            sl = idx[b * bs : (b + 1) * bs]
-            state, info = step(
-                state,
-                Batch(x=(x_num[sl], x_cat[sl]), y=weights[sl], mask=mask[b * bs : (b + 1) * bs]),
-                jax.random.fold_in(key, int(state.step)),
-            )
-            losses.append(info.loss)
-    return state.params, [float(v) for v in jax.device_get(losses)]
+    run = run_shuffled_epochs(
+        step,
+        step.init(params),
+        x_num=x_num,
+        x_cat=x_cat,
+        targets=weights,
+        batch_size=cfg.batch_size,
+        epochs=cfg.epochs,
+        rng=np.random.default_rng([seed, 11]),
+        key=jax.random.PRNGKey(seed),
+        stop_on_divergence=False,
+    )
+    return run.state.params, run.losses
 
 
 def _phase2(model: AdsMLP, params, x_num, x_cat, y, cfg: HybridConfig, *, plan: DPTrainingPlan, seed: int):

@@ -25,7 +25,16 @@ from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
 from labeldp.dpsgd.loop import run_dp_loop, split_init_key
 from labeldp.dpsgd.training_plan import DPTrainingPlan
 
-__all__ = ["AdsTrainConfig", "AdsTrainResult", "init_params", "train_on_labels", "train_user_level", "predict_proba"]
+__all__ = [
+    "AdsTrainConfig",
+    "AdsTrainResult",
+    "ShuffledRun",
+    "init_params",
+    "run_shuffled_epochs",
+    "train_on_labels",
+    "train_user_level",
+    "predict_proba",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +71,80 @@ def init_params(model: AdsMLP, x_num: np.ndarray, x_cat: np.ndarray, *, seed: in
     return model.init(jax.random.PRNGKey(seed), (jnp.asarray(x_num[:1]), jnp.asarray(x_cat[:1])))
 
 
+@dataclasses.dataclass(frozen=True)
+class ShuffledRun:
+    """What :func:`run_shuffled_epochs` trained.
+
+    Attributes:
+      state: the final training state.
+      losses: the per-step training losses (diagnostic).
+      epoch_losses: each finished epoch's mean loss.
+      steps: the steps taken.
+      diverged: an epoch's mean loss was non-finite.
+    """
+
+    state: Any
+    losses: list[float]
+    epoch_losses: list[float]
+    steps: int
+    diverged: bool
+
+
+def run_shuffled_epochs(
+    step,
+    state,
+    *,
+    x_num: np.ndarray,
+    x_cat: np.ndarray,
+    targets: np.ndarray,
+    batch_size: int,
+    epochs: int,
+    rng: np.random.Generator,
+    key: jax.Array,
+    stop_on_divergence: bool,
+) -> ShuffledRun:
+    """The non-private loop of the ads models: ``epochs`` passes over a fresh permutation each, in batches of
+    ``batch_size`` rows; the last batch is filled by wrapping around the permutation and those rows are masked
+    out; step ``t`` gets the key ``fold_in(key, t)``.
+
+    Args:
+      step: a compiled step (:func:`labeldp.dpsgd.make_sgd_step`); state: its initial state.
+      x_num, x_cat: the rows' features. targets: the rows' labels or per-class weights.
+      batch_size: rows per step (at most the rows). epochs: passes.
+      rng: the shuffling generator. key: the step-key stream.
+      stop_on_divergence: stop after an epoch whose mean loss is non-finite.
+
+    Returns:
+      A :class:`ShuffledRun`.
+    """
+    n = int(targets.shape[0])
+    bs = min(int(batch_size), n)
+    per_epoch = -(-n // bs)
+    losses: list[float] = []
+    epoch_losses: list[float] = []
+    steps, diverged = 0, False
+    for _ in range(int(epochs)):
+        order = rng.permutation(n)
+        pad = per_epoch * bs - n
+        idx = np.concatenate([order, order[:pad]]) if pad else order
+        mask = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
+        epoch = []
+        for b in range(per_epoch):
+            sl = idx[b * bs : (b + 1) * bs]
+            batch = Batch(x=(x_num[sl], x_cat[sl]), y=targets[sl], mask=mask[b * bs : (b + 1) * bs])
+            state, info = step(state, batch, jax.random.fold_in(key, steps))
+            epoch.append(info.loss)
+            steps += 1
+        fetched = jax.device_get(epoch)
+        losses += [float(v) for v in fetched]
+        epoch_losses.append(float(np.mean(fetched)))  # the float32 mean, as the records have always held
+        if not np.isfinite(epoch_losses[-1]):
+            diverged = True
+            if stop_on_divergence:
+                break
+    return ShuffledRun(state=state, losses=losses, epoch_losses=epoch_losses, steps=steps, diverged=diverged)
+
+
 def train_on_labels(
     model: AdsMLP, *, x_num: np.ndarray, x_cat: np.ndarray, y: np.ndarray, config: AdsTrainConfig, seed: int
 ) -> AdsTrainResult:
@@ -74,36 +157,29 @@ def train_on_labels(
     Returns:
       An :class:`AdsTrainResult`; ``diverged`` when the loss became non-finite (training stops).
     """
-    n = int(y.shape[0])
-    if n == 0:
+    if int(y.shape[0]) == 0:
         raise ValueError("no training rows: the training split is empty")
-    bs = min(int(config.batch_size), n)
     step = make_sgd_step(optimizer=optax.rmsprop(config.learning_rate), logits_fn=two_class_logits(model))
-    state = step.init(init_params(model, x_num, x_cat, seed=seed))
-    rng = np.random.default_rng([seed, 1])
-    key = jax.random.PRNGKey(seed)
-    y_int = np.asarray(y, dtype=np.int32)
-    steps_per_epoch = -(-n // bs)
     t0 = time.perf_counter()
-    last, steps, diverged = float("nan"), 0, False
-    for _ in range(int(config.epochs)):
-        order = rng.permutation(n)
-        pad = steps_per_epoch * bs - n
-        idx = np.concatenate([order, order[:pad]]) if pad else order
-        mask_all = np.concatenate([np.ones(n, bool), np.zeros(pad, bool)])
-        losses = []
-        for b in range(steps_per_epoch):
-            sl = idx[b * bs : (b + 1) * bs]
-            batch = Batch(x=(x_num[sl], x_cat[sl]), y=y_int[sl], mask=mask_all[b * bs : (b + 1) * bs])
-            state, info = step(state, batch, jax.random.fold_in(key, steps))
-            losses.append(info.loss)
-            steps += 1
-        last = float(np.mean(jax.device_get(losses)))
-        if not np.isfinite(last):
-            diverged = True
-            break
+    run = run_shuffled_epochs(
+        step,
+        step.init(init_params(model, x_num, x_cat, seed=seed)),
+        x_num=x_num,
+        x_cat=x_cat,
+        targets=np.asarray(y, dtype=np.int32),
+        batch_size=config.batch_size,
+        epochs=config.epochs,
+        rng=np.random.default_rng([seed, 1]),
+        key=jax.random.PRNGKey(seed),
+        stop_on_divergence=True,
+    )
+    last = run.epoch_losses[-1] if run.epoch_losses else float("nan")
     return AdsTrainResult(
-        params=state.params, final_loss=last, steps=steps, train_seconds=time.perf_counter() - t0, diverged=diverged
+        params=run.state.params,
+        final_loss=last,
+        steps=run.steps,
+        train_seconds=time.perf_counter() - t0,
+        diverged=run.diverged,
     )
 
 
