@@ -294,6 +294,10 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
         for panel in ("initialisation", "RR, eps = 0.1", "RR, eps = 1.6"):
             counts = [int(r["count"]) for r in rows if r["panel"] == panel]
             assert len(counts) == 100 and (n_test is None or sum(counts) == n_test), (f, panel)
+    # 001 Figure 1 (a): LP-1ST / LP-2ST / LP-3ST against eps per dataset, from the LP-MST tables
+    f1 = _rows(rep / "figures/lpmst_figure1a.csv")
+    assert {r["series"] for r in f1} == {"LP-1ST", "LP-2ST", "LP-3ST"} and len({r["panel"] for r in f1}) == 4
+    assert all(r["status"] == "ok" for r in f1) and all(r["paper"] for r in f1 if r["series"] != "LP-3ST"), f1
     # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
     for t in ("lpmst_table1", "lpmst_table5"):
         assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
