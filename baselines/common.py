@@ -101,16 +101,8 @@ def label_accuracy(noisy_labels, true_labels) -> float:
 
 
 def softmax(logits, *, temperature: float = 1.0):
-    """Row softmax of ``logits / temperature`` in float64 (rows sum to 1 within 1e-12).
+    """Row softmax of ``logits / temperature`` in float64 (rows sum to 1 within 1e-12): RRWithPrior's prior
+    from a model (:func:`labeldp.mechanisms.multi_stage_queries.prior_from_logits`)."""
+    from labeldp.mechanisms.multi_stage_queries import prior_from_logits
 
-    float64 so that the result passes the prior checks of the mechanisms (|sum - 1| <= 1e-4)
-    however confident the model is.
-    """
-    import numpy as np
-
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature!r}")
-    z = np.asarray(logits, dtype=np.float64) / float(temperature)
-    z = z - np.max(z, axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / np.sum(e, axis=-1, keepdims=True)
+    return prior_from_logits(logits, temperature=temperature)

@@ -53,18 +53,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from baselines.lp_mst import (
+from baselines.lp_mst import train_multi_stage
+from labeldp.mechanisms.multi_stage_queries import (
     TWO_STAGE_FRACTIONS,
     LabelOracle,
     filter_k,
     plan_multi_stage,
     split_into_stages,
     top_k_mask,
-    train_multi_stage,
 )
 from labeldp.methods.base import MethodResult, RunSpec
 
-# LP-2ST's helpers live in baselines.lp_mst; these names stay importable from here
+# LP-2ST's label side lives in labeldp.mechanisms.multi_stage_queries; these names stay importable from here
 __all__ = ["LabelOracle", "TwoStagePlan", "filter_k", "plan_stages", "run", "split_stages", "top_k_mask"]
 
 NAME = "lp_2st"
