@@ -237,6 +237,8 @@ def run(data, spec: RunSpec) -> MethodResult:
         "epochs_per_stage": int(staged.config.epochs),
         "mixup_alpha": {"stage1": staged.mixup[1], "stage2": staged.mixup[2]},
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
+        # the test accuracy after each epoch of each stage (001 Figure 3's learning curves)
+        "test_accuracy_by_epoch": {f"stage{t}": list(a) for t, a in enumerate(staged.epoch_test_accuracy_pct, start=1)},
     }
     if spec.options.keys() & set(RECIPE_OPTIONS):
         cfg = staged.config

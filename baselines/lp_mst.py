@@ -91,6 +91,7 @@ class MultiStageRun:
       plans: one :class:`StagePlan` per stage.
       results: one :class:`labeldp.training.TrainResult` per stage.
       stage_test_accuracy_pct: each stage's model's test accuracy (the last is the run's).
+      epoch_test_accuracy_pct: per stage, the test accuracy after each of its epochs (001 Figure 3's curves).
       config: the stages' training settings (mixup aside).
       mixup: ``{1: stage 1's alpha, 2: every later stage's}``.
       audit_log_probs: the final model's log-probabilities at the audit canaries (or None).
@@ -102,6 +103,7 @@ class MultiStageRun:
     plans: tuple[StagePlan, ...]
     results: tuple[Any, ...]
     stage_test_accuracy_pct: tuple[float, ...]
+    epoch_test_accuracy_pct: tuple[tuple[float, ...], ...]
     config: Any
     mixup: dict
     audit_log_probs: Any
@@ -158,8 +160,14 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
     mixup = {s: float(spec.hparams.get(f"mixup_alpha{s}", OPTIONAL_HYPERPARAMETERS[f"mixup_alpha{s}"])) for s in (1, 2)}
     x_train, x_test = to_float_images(data.x_train), to_float_images(data.x_test)
     results: list[Any] = []
+    epoch_accuracy: list[list[float]] = []  # per stage, the test accuracy after each epoch (001 Figure 3)
 
     def fit_stage(t, train_idx, train_labels):
+        epoch_accuracy.append([])
+
+        def after_epoch(epoch, params):
+            epoch_accuracy[-1].append(accuracy_pct(model, params, x_test, data.y_test))
+
         res = train_weighted(
             model,
             x_train=x_train[train_idx],
@@ -168,6 +176,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
             seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, t),
             init_params=results[-1].params if results else None,
             desc=f"{name} stage {t}",
+            on_epoch_end=after_epoch,
         )
         results.append(res)
         return predict_logits(model, res.params, x_train) if t < stages else None
@@ -189,6 +198,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
         plans=plans,
         results=tuple(results),
         stage_test_accuracy_pct=accs,
+        epoch_test_accuracy_pct=tuple(tuple(a) for a in epoch_accuracy),
         config=config,
         mixup=mixup,
         audit_log_probs=audit_log_probs(model, results[-1].params, data),
@@ -232,9 +242,12 @@ def run(data, spec: RunSpec) -> MethodResult:
                 "num_reused": p.num_reused,
                 "num_train": int(p.train_idx.size),
                 "test_accuracy_pct": acc,
+                "test_accuracy_by_epoch": list(by_epoch),
                 "diverged": bool(r.diverged),
             }
-            for p, r, acc in zip(staged.plans, staged.results, staged.stage_test_accuracy_pct)
+            for p, r, acc, by_epoch in zip(
+                staged.plans, staged.results, staged.stage_test_accuracy_pct, staged.epoch_test_accuracy_pct
+            )
         ],
         "temperature": staged.temperature,
         "epochs_per_stage": int(cfg.epochs),

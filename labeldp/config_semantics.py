@@ -64,8 +64,22 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 "eps_curves": "panels",
                 "not_run": None,
                 "training_curves": None,
+                "learning_curves": None,
                 "confusion_matrices": None,
             }[tcfg["renderer"]]
+            if tcfg["renderer"] == "learning_curves":
+                src = tcfg["learning_source"]
+                other = config["tables"].get(src["table"])
+                if other is None or other.get("renderer") in SOURCE_RENDERERS:
+                    raise ConfigError(
+                        f"tables.{table}.learning_source.table: {src['table']!r} is not a table of "
+                        f"this config with runs; tables: {sorted(config['tables'])}"
+                    )
+                unknown = sorted(set(src["columns"]) - {c.id for c in columns(other)})
+                if unknown:
+                    raise ConfigError(
+                        f"tables.{table}.learning_source.columns: {unknown} are not columns of {src['table']}"
+                    )
             if tcfg["renderer"] == "confusion_matrices":
                 src = tcfg["confusion_source"]
                 other = config["tables"].get(src["table"])

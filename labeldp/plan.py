@@ -303,10 +303,19 @@ def table_epsilons(tcfg: Mapping[str, Any]) -> list[float]:
 
 #: Renderers of tables built from other tables' records (no runs of their own): 000 Table 11's timings
 #: (``sources``), 000 Table 12's intersection points (``rows``), curves against eps (``panels``; 002's figures)
-#: training curves of one cell per column (``source``; 000 Figure 2), confusion matrices (``confusion_source``;
+#: training curves of one cell per column (``source``; 000 Figure 2; ``learning_source``: 001 Figure 3),
+#: confusion matrices (``confusion_source``;
 #: 000 Figure 4) and the experiments on proprietary data,
 #: which print "not run" (no sources).
-SOURCE_RENDERERS = ("run_times", "intersection", "eps_curves", "training_curves", "confusion_matrices", "not_run")
+SOURCE_RENDERERS = (
+    "run_times",
+    "intersection",
+    "eps_curves",
+    "training_curves",
+    "learning_curves",
+    "confusion_matrices",
+    "not_run",
+)
 
 
 def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
@@ -321,6 +330,8 @@ def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
         return [tcfg["source"]["table"]]
     if tcfg.get("renderer") == "confusion_matrices":
         return [tcfg["confusion_source"]["table"]]
+    if tcfg.get("renderer") == "learning_curves":
+        return [tcfg["learning_source"]["table"]]
     return []
 
 

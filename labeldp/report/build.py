@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 from labeldp.report.confusion import main_confusion
 from labeldp.report.eps_curves import main_eps_curves
 from labeldp.report.intersection import main_intersection
+from labeldp.report.learning_curves import main_learning_curves
 from labeldp.report.not_run import main_not_run
 from labeldp.report.regression import main_regression
 from labeldp.report.run_times import main_run_times
@@ -35,6 +36,7 @@ RENDERERS: dict[str, Callable[..., int]] = {
     "intersection": main_intersection,  # 000 Table 12, from other tables' cells
     "training_curves": main_training_curves,  # 000 Figure 2, from a table's records
     "confusion_matrices": main_confusion,  # 000 Figure 4, from a table's records
+    "learning_curves": main_learning_curves,  # 001 Figure 3, from a table's records
     "eps_curves": main_eps_curves,  # 002's figures, from other tables' cells
     "regression": main_regression,  # 003's figures and Table G.3
     "not_run": main_not_run,  # proprietary data: "not run" beside the paper's values

@@ -298,6 +298,10 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     f1 = _rows(rep / "figures/lpmst_figure1a.csv")
     assert {r["series"] for r in f1} == {"LP-1ST", "LP-2ST", "LP-3ST"} and len({r["panel"] for r in f1}) == 4
     assert all(r["status"] == "ok" for r in f1) and all(r["paper"] for r in f1 if r["series"] != "LP-3ST"), f1
+    # 001 Figure 3: LP-1ST's and LP-2ST's test accuracy after every epoch of every stage (LP-2ST: two stages)
+    f3 = _rows(rep / "figures/lpmst_figure3.csv")
+    assert {r["column"] for r in f3} == {"lp_1st", "lp_2st"} and all(r["status"] == "ok" for r in f3), f3
+    assert {r["stage"] for r in f3 if r["column"] == "lp_2st"} == {"1", "2"}
     # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
     for t in ("lpmst_table1", "lpmst_table5"):
         assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
