@@ -368,6 +368,7 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "n_seeds": cell.n_seeds,
                 "n_missing_seeds": cell.n_missing,
                 "n_runs": cell.n_runs,
+                "n_planned_runs": cell.n_planned_runs,
                 "n_diverged": cell.n_diverged,
                 "best_hparams": json.dumps(cell.best_hparams) if cell.best_hparams else "",
                 "achieved_epsilon": None if cell.achieved_epsilon is None else format_eps(cell.achieved_epsilon),

@@ -87,6 +87,7 @@ class Cell:
     std: float | None = None
     n_seeds: int = 0
     n_runs: int = 0
+    n_planned_runs: int = 0  # the cell's planned runs (grid points x seeds); fewer records: a partial search
     n_missing: int = 0  # planned seeds of the reported (best) configuration without a record
     n_planned_seeds: int = 0  # seeds planned for the reported configuration
     n_diverged: int = 0
@@ -249,6 +250,7 @@ def build_cell(
             continue
         by_hp[hp].append(records.read_record(r.record_path))
     cell.n_runs = sum(len(v) for v in by_hp.values())
+    cell.n_planned_runs = len(runs)
     if cell.n_runs == 0:
         cell.reason = f"no result records ({missing} of {len(runs)} planned runs missing)"
         return cell

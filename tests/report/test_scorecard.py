@@ -173,3 +173,29 @@ def test_min_margin_makes_far_above_a_stronger_claim_than_above():
     res = S.evaluate_claim("t", far, rows, "test_accuracy_pct")
     assert res.verdict == "fails" and "eps 0.1" in res.detail and "margin of 20" in res.detail
     assert "eps 0.5" not in res.detail
+
+
+def test_a_partly_searched_cell_shows_its_difference_but_is_not_scored():
+    from labeldp.report.scorecard import score_cells
+
+    tol = {"accuracy_points": 2.0, "accuracy_std_multiplier": 0, "auc": 0.01, "mse_relative": 0.1}
+    base = {
+        "table": "t",
+        "paper_table": "14",
+        "column": "dpsgd",
+        "method": "dpsgd",
+        "epsilon": "0.5",
+        "metric": "test_accuracy_pct",
+        "status": "ok",
+        "mean": "77.2",
+        "std": "1.5",
+        "n_seeds": "3",
+        "paper": "79.7",
+        "valid": "True",
+    }
+    partial, full = score_cells(
+        [{**base, "n_runs": "29", "n_planned_runs": "108"}, {**base, "n_runs": "108", "n_planned_runs": "108"}], tol
+    )
+    assert partial["within_tolerance"] == "" and partial["search"] == "partial: 29 of 108 runs"
+    assert partial["abs_diff"] == pytest.approx(2.5)
+    assert full["within_tolerance"] is False and full["search"] == ""
