@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeldp.report.render import save_figure, write_atomic_text, write_csv
+from labeldp.report.render import save_figure, write_report_files
 from labeldp.report.tables import LOWER_IS_BETTER, build_table
 
 __all__ = ["build_rows", "main_eps_curves"]
@@ -131,11 +131,12 @@ def main_eps_curves(config, figure: str, out_dir: Path, plot_dir: Path | None = 
     """Writes ``<figure>.md``, ``.csv`` and the plot (``.png``, ``.pdf``) in ``out_dir`` (the plot in
     ``plot_dir`` when given)."""
     rows = build_rows(config, figure)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / f"{figure}.csv", rows)
-    plots = plot_dir or out_dir
-    plots.mkdir(parents=True, exist_ok=True)
-    _plot(config, figure, rows, plots / f"{figure}.png", plots / f"{figure}.pdf")
-    write_atomic_text(out_dir / f"{figure}.md", _markdown(config, figure, rows))
-    print(f"wrote {out_dir / figure}.*")
-    return 0
+    return write_report_files(
+        out_dir,
+        figure,
+        rows=rows,
+        markdown=_markdown(config, figure, rows),
+        draw=lambda png, pdf: _plot(config, figure, rows, png, pdf),
+        plot_dir=plot_dir,
+        tex=False,
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeldp.report.render import save_figure, write_atomic_text, write_csv
+from labeldp.report.render import save_figure, write_report_files
 from labeldp.report.tables import load_reference
 
 __all__ = ["build_rows", "main_not_run"]
@@ -69,16 +69,12 @@ def _plot(config, table: str, png: Path, pdf: Path) -> None:
 def main_not_run(config, table: str, out_dir: Path, plot_dir: Path | None = None) -> int:
     """Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and a plot that says "not run" (``plot_dir``)."""
     rows = build_rows(config, table)
-    md = _markdown(config, table, rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / f"{table}.csv", rows)
-    write_atomic_text(
-        out_dir / f"{table}.tex",
-        "% a paper table that cannot run (same content as the .md)\n\\begin{verbatim}\n" + md + "\n\\end{verbatim}\n",
+    return write_report_files(
+        out_dir,
+        table,
+        rows=rows,
+        markdown=_markdown(config, table, rows),
+        draw=lambda png, pdf: _plot(config, table, png, pdf),
+        plot_dir=plot_dir,
+        tex=True,
     )
-    plots = plot_dir or out_dir
-    plots.mkdir(parents=True, exist_ok=True)
-    _plot(config, table, plots / f"{table}.png", plots / f"{table}.pdf")
-    write_atomic_text(out_dir / f"{table}.md", md)
-    print(f"wrote {out_dir / table}.*")
-    return 0

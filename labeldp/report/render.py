@@ -14,7 +14,7 @@ import os
 import textwrap
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from labeldp import records
 from labeldp.atomic_io import write_text_atomic
@@ -456,6 +456,35 @@ def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     save_figure(fig, png, pdf)
     plt.close(fig)
+
+
+def write_report_files(
+    out_dir: Path,
+    name: str,
+    *,
+    rows: list[dict[str, Any]],
+    markdown: str,
+    draw: Callable[[Path, Path], None],
+    plot_dir: Path | None = None,
+    tex: bool = False,
+) -> int:
+    """Writes a renderer's outputs: ``<name>.csv`` (tidy rows), ``<name>.tex`` (when ``tex``: the markdown in a
+    verbatim block), the plot ``draw(png, pdf)`` in ``plot_dir`` (default ``out_dir``), then ``<name>.md`` last,
+    each through a temporary name and a rename. Returns 0 (the command's exit status)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_csv(out_dir / f"{name}.csv", rows)
+    if tex:
+        write_atomic_text(
+            out_dir / f"{name}.tex",
+            "% generated from result records (same content as the .md)\n"
+            "\\begin{verbatim}\n" + markdown + "\n\\end{verbatim}\n",
+        )
+    plots = plot_dir or out_dir
+    plots.mkdir(parents=True, exist_ok=True)
+    draw(plots / f"{name}.png", plots / f"{name}.pdf")
+    write_atomic_text(out_dir / f"{name}.md", markdown)
+    print(f"wrote {out_dir / name}.*")
+    return 0
 
 
 def save_figure(fig, png: Path, pdf: Path | None = None) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from labeldp import records
 from labeldp.plan import cell_runs, columns
-from labeldp.report.render import save_figure, write_atomic_text, write_csv
+from labeldp.report.render import save_figure, write_report_files
 from labeldp.report.tables import build_table
 
 __all__ = ["build_rows", "main_training_curves"]
@@ -141,11 +141,12 @@ def _plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
 def main_training_curves(config, figure: str, out_dir: Path, plot_dir: Path | None = None) -> int:
     """Writes ``<figure>.md``, ``.csv`` and its plot (``.png``, ``.pdf``) in ``out_dir`` (``plot_dir`` if given)."""
     rows = build_rows(config, figure)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / f"{figure}.csv", rows)
-    plots = plot_dir or out_dir
-    plots.mkdir(parents=True, exist_ok=True)
-    _plot(config, figure, rows, plots / f"{figure}.png", plots / f"{figure}.pdf")
-    write_atomic_text(out_dir / f"{figure}.md", _markdown(config, figure, rows))
-    print(f"wrote {out_dir / figure}.*")
-    return 0
+    return write_report_files(
+        out_dir,
+        figure,
+        rows=rows,
+        markdown=_markdown(config, figure, rows),
+        draw=lambda png, pdf: _plot(config, figure, rows, png, pdf),
+        plot_dir=plot_dir,
+        tex=False,
+    )
