@@ -57,76 +57,8 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
             f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}"
         )
     for table, tcfg in config["tables"].items():
-        if tcfg.get("renderer") in SOURCE_RENDERERS:  # 000 Tables 11 and 12: built from other tables' records
-            key = {
-                "run_times": "sources",
-                "intersection": "rows",
-                "eps_curves": "panels",
-                "not_run": None,
-                "training_curves": None,
-                "learning_curves": None,
-                "confusion_matrices": None,
-            }[tcfg["renderer"]]
-            if tcfg["renderer"] == "learning_curves":
-                src = tcfg["learning_source"]
-                other = config["tables"].get(src["table"])
-                if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(
-                        f"tables.{table}.learning_source.table: {src['table']!r} is not a table of "
-                        f"this config with runs; tables: {sorted(config['tables'])}"
-                    )
-                unknown = sorted(set(src["columns"]) - {c.id for c in columns(other)})
-                if unknown:
-                    raise ConfigError(
-                        f"tables.{table}.learning_source.columns: {unknown} are not columns of {src['table']}"
-                    )
-            if tcfg["renderer"] == "confusion_matrices":
-                src = tcfg["confusion_source"]
-                other = config["tables"].get(src["table"])
-                if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(
-                        f"tables.{table}.confusion_source.table: {src['table']!r} is not a table of "
-                        f"this config with runs; tables: {sorted(config['tables'])}"
-                    )
-                if src["column"] not in {c.id for c in columns(other)}:
-                    raise ConfigError(
-                        f"tables.{table}.confusion_source.column: {src['column']!r} is not a column of {src['table']}"
-                    )
-                missing = [
-                    e for e in src["epsilons"] if not any(abs(float(e) - float(o)) < 1e-12 for o in other["epsilons"])
-                ]
-                if missing:
-                    raise ConfigError(
-                        f"tables.{table}.confusion_source.epsilons: {missing} are not eps of {src['table']}"
-                    )
-            if tcfg["renderer"] == "training_curves":
-                src = tcfg["source"]
-                other = config["tables"].get(src["table"])
-                if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(
-                        f"tables.{table}.source.table: {src['table']!r} is not a table of this config "
-                        f"with runs; tables: {sorted(config['tables'])}"
-                    )
-                if not any(abs(float(e) - float(src["epsilon"])) < 1e-12 for e in other["epsilons"]):
-                    raise ConfigError(
-                        f"tables.{table}.source.epsilon: {src['epsilon']} is not an eps of "
-                        f"{src['table']} ({other['epsilons']})"
-                    )
-            for i, src in enumerate(tcfg[key] if key else []):
-                other = config["tables"].get(src["table"])
-                if other is None or other.get("renderer") in SOURCE_RENDERERS:
-                    raise ConfigError(
-                        f"tables.{table}.{key}[{i}].table: {src['table']!r} is not a table of this "
-                        f"config with runs; tables: {sorted(config['tables'])}"
-                    )
-                if key == "rows":
-                    ids = {c.id for c in columns(other)}
-                    for col in [src["pro"], *src["baselines"]]:
-                        if col not in ids:
-                            raise ConfigError(
-                                f"tables.{table}.rows[{i}]: {col!r} is not a column of {src['table']}; "
-                                f"its columns: {sorted(ids)}"
-                            )
+        if tcfg.get("renderer") in SOURCE_RENDERERS:  # built from other tables' records (000 Tables 11, 12, ...)
+            _check_sources(config, table, tcfg)
             continue
         ds = tcfg["dataset"]
         if dataset_kind(ds) is None:
@@ -168,3 +100,48 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 else ""
             )
             raise ConfigError(f"datasets.{ds}: unknown dataset; known: {sorted(DATASET_KINDS)}{hint}")
+
+
+#: Where each source-built renderer names its source tables: (key, one mapping or a list of them).
+_SOURCE_KEYS = {
+    "run_times": ("sources", True),
+    "intersection": ("rows", True),
+    "eps_curves": ("panels", True),
+    "training_curves": ("source", False),
+    "learning_curves": ("learning_source", False),
+    "confusion_matrices": ("confusion_source", False),
+    "not_run": (None, False),
+}
+
+
+def _has_eps(tcfg: Mapping[str, Any], eps: Any) -> bool:
+    return any(abs(float(eps) - float(e)) < 1e-12 for e in tcfg["epsilons"])
+
+
+def _check_sources(config: Mapping[str, Any], table: str, tcfg: Mapping[str, Any]) -> None:
+    """A source-built table's sources are tables with runs, and the columns and eps it names are theirs."""
+    key, many = _SOURCE_KEYS[tcfg["renderer"]]
+    if key is None:
+        return
+    for where, src in [(f"{key}[{i}]", s) for i, s in enumerate(tcfg[key])] if many else [(key, tcfg[key])]:
+        other = config["tables"].get(src["table"])
+        if other is None or other.get("renderer") in SOURCE_RENDERERS:
+            raise ConfigError(
+                f"tables.{table}.{where}.table: {src['table']!r} is not a table of this config with "
+                f"runs; tables: {sorted(config['tables'])}"
+            )
+        ids = {c.id for c in columns(other)}
+        named = [src["pro"], *src["baselines"]] if key == "rows" else list(src.get("columns", []))
+        named += [src["column"]] if "column" in src else []
+        unknown = [c for c in named if c not in ids]
+        if unknown:
+            raise ConfigError(
+                f"tables.{table}.{where}: {', '.join(map(repr, unknown))} is not a column of "
+                f"{src['table']}; its columns: {sorted(ids)}"
+            )
+        eps = list(src.get("epsilons", [])) + ([src["epsilon"]] if "epsilon" in src else [])
+        missing = [e for e in eps if not _has_eps(other, e)]
+        if missing:
+            raise ConfigError(
+                f"tables.{table}.{where}.epsilon: {missing} is not an eps of {src['table']} ({other['epsilons']})"
+            )

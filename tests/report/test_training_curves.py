@@ -43,5 +43,5 @@ def test_each_lambdas_curve_is_the_seed_mean_of_its_reported_configuration(tmp_p
 def test_a_source_eps_the_table_does_not_have_is_refused():
     cfg = repo_config()
     cfg["tables"]["figure2"]["source"] = {"table": "figure2_sweep", "epsilon": 0.3}
-    with pytest.raises(ConfigError, match=r"figure2.source.epsilon: 0.3 is not an eps of figure2_sweep"):
+    with pytest.raises(ConfigError, match=r"figure2.source.epsilon: \[0.3\] is not an eps of figure2_sweep"):
         validate_semantics(cfg)
