@@ -229,6 +229,9 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
     tol = config.get("tolerance") or {}
     cell_rows, summary, claims = [], [], []
     for p in csv_paths:
+        own = config["tables"].get(Path(p).stem) or {}
+        if own.get("renderer") in SOURCE_RENDERERS:  # built from other tables (their rows have no cells to score)
+            continue
         rows = _read_csv(Path(p))
         if not rows:
             continue

@@ -8,7 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest  # noqa: F401 (the row checks take it through the star import)
+from scipy import stats  # noqa: F401 (the row checks take it through the star import)
 
+
+from labeldp.mechanisms import classification as C  # noqa: E402,F401 (the row checks take it through the star import)
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "privacy_relations.md"
