@@ -322,3 +322,22 @@ def test_the_data_bound_is_the_split_the_stand_in_or_the_subset_and_unknown_for_
     assert batch_fit.training_units_bound(cfg, "cifar10") == 300
     assert batch_fit.training_units_bound(cfg, "criteo_attribution") is None  # users: known once prepared
     assert set(batch_fit.sampled_batch_keys("hybrid")) == {"dp_batch_size"} and batch_fit.sampled_batch_keys("rr") == ()
+
+
+def test_the_configs_have_no_duplicate_keys():
+    """YAML keeps the last of two equal keys silently: a second table named like an existing one would replace it
+    (000's Figure 4 once replaced 003's `figure4`)."""
+    import yaml
+
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value != "<<"]
+        dup = sorted({k for k in keys if keys.count(k) > 1})
+        assert not dup, f"duplicate keys {dup} at line {node.start_mark.line + 1}"
+        return loader.construct_mapping(node, deep=deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    for path in sorted((REPO / "workflow" / "config").glob("*.yaml")):
+        yaml.load(path.read_text(), Loader=Strict)

@@ -41,8 +41,8 @@ TABLES = [
     "lpmst_table1",
     "lpmst_table5",
     "figure2_sweep",
-    "figure4_sweep",
-    "figure4_fashion_mnist_sweep",
+    "pro_figure4_sweep",
+    "pro_figure4_fashion_mnist_sweep",
     "table12_k2",
     "table12_k5",
     "table12_k10",
@@ -284,7 +284,7 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     assert all(r["status"] == "ok" and float(r["grad_norm"]) >= 0 and float(r["loss"]) > 0 for r in f2), f2
     assert all((rep / "figures" / f"figure2.{e}").stat().st_size > 0 for e in ("md", "png", "pdf"))
     # 000 Figure 4: confusion matrices (test set) at initialisation and after RR at eps 0.1 and 1.6
-    for f, n_test in (("figure4", None), ("figure4_fashion_mnist", 2000)):
+    for f, n_test in (("pro_figure4", None), ("pro_figure4_fashion_mnist", 2000)):
         rows = _rows(rep / f"figures/{f}.csv")
         assert [p for p in dict.fromkeys(r["panel"] for r in rows)] == [
             "initialisation",
@@ -420,8 +420,8 @@ def test_dry_run_lists_every_target(tmp_path):
             *NOT_RUN["tables"],
             *NOT_RUN["figures"],
             "figure2",
-            "figure4",
-            "figure4_fashion_mnist",
+            "pro_figure4",
+            "pro_figure4_fashion_mnist",
         ]
         + [
             f"fetch_{d}"
