@@ -10,16 +10,15 @@ from the records' ``privacy.epsilon_by_relation``.
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from labeldp import records
-from labeldp.atomic_io import write_text_atomic
 from labeldp.plan import calibration_relation, format_eps, table_relation
 from labeldp.report.metrics import DERIVED_METRICS
+from labeldp.report.outputs import save_figure, write_atomic_text, write_csv, write_report_files  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_cost_lines
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -386,23 +385,6 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
     return rows
 
 
-def write_atomic_text(path: Path, text: str) -> None:
-    """Writes ``text`` to ``path`` through a temporary file and a rename (:mod:`labeldp.atomic_io`)."""
-    write_text_atomic(path, text)
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()) if rows else ["table"])
-    w.writeheader()
-    for r in rows:
-        w.writerow(r)
-    write_atomic_text(path, buf.getvalue())
-
-
 def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
     """Accuracy (AUC, MSE) vs eps on a log axis: one line per column with std bands, the
     paper's values as hollow markers of the same colour; written atomically as PNG (and PDF)."""
@@ -456,43 +438,3 @@ def render_figure(res: TableResult, png: Path, pdf: Path | None = None) -> None:
     ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     save_figure(fig, png, pdf)
     plt.close(fig)
-
-
-def write_report_files(
-    out_dir: Path,
-    name: str,
-    *,
-    rows: list[dict[str, Any]],
-    markdown: str,
-    draw: Callable[[Path, Path], None],
-    plot_dir: Path | None = None,
-    tex: bool = False,
-) -> int:
-    """Writes a renderer's outputs: ``<name>.csv`` (tidy rows), ``<name>.tex`` (when ``tex``: the markdown in a
-    verbatim block), the plot ``draw(png, pdf)`` in ``plot_dir`` (default ``out_dir``), then ``<name>.md`` last,
-    each through a temporary name and a rename. Returns 0 (the command's exit status)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_csv(out_dir / f"{name}.csv", rows)
-    if tex:
-        write_atomic_text(
-            out_dir / f"{name}.tex",
-            "% generated from result records (same content as the .md)\n"
-            "\\begin{verbatim}\n" + markdown + "\n\\end{verbatim}\n",
-        )
-    plots = plot_dir or out_dir
-    plots.mkdir(parents=True, exist_ok=True)
-    draw(plots / f"{name}.png", plots / f"{name}.pdf")
-    write_atomic_text(out_dir / f"{name}.md", markdown)
-    print(f"wrote {out_dir / name}.*")
-    return 0
-
-
-def save_figure(fig, png: Path, pdf: Path | None = None) -> None:
-    """Writes ``fig`` as PNG (120 dpi) and PDF, each to a temporary name then renamed."""
-    for path, kw in ((png, {"dpi": 120}), (pdf, {})):
-        if path is None:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.part{path.suffix}")
-        fig.savefig(tmp, bbox_inches="tight", **kw)  # a legend placed outside the axes is kept
-        os.replace(tmp, path)

@@ -1,0 +1,69 @@
+"""Writing a report's files: text and CSV through a temporary name and a rename, figures as PNG and PDF, and a
+renderer's whole set of outputs (:func:`write_report_files`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from labeldp.atomic_io import write_text_atomic
+
+__all__ = ["write_atomic_text", "write_csv", "save_figure", "write_report_files"]
+
+
+def write_atomic_text(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` through a temporary file and a rename (:mod:`labeldp.atomic_io`)."""
+    write_text_atomic(path, text)
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()) if rows else ["table"])
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    write_atomic_text(path, buf.getvalue())
+
+
+def save_figure(fig, png: Path, pdf: Path | None = None) -> None:
+    """Writes ``fig`` as PNG (120 dpi) and PDF, each to a temporary name then renamed."""
+    for path, kw in ((png, {"dpi": 120}), (pdf, {})):
+        if path is None:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.part{path.suffix}")
+        fig.savefig(tmp, bbox_inches="tight", **kw)  # a legend placed outside the axes is kept
+        os.replace(tmp, path)
+
+
+def write_report_files(
+    out_dir: Path,
+    name: str,
+    *,
+    rows: list[dict[str, Any]],
+    markdown: str,
+    draw: Callable[[Path, Path], None],
+    plot_dir: Path | None = None,
+    tex: bool = False,
+) -> int:
+    """Writes a renderer's outputs: ``<name>.csv`` (tidy rows), ``<name>.tex`` (when ``tex``: the markdown in a
+    verbatim block), the plot ``draw(png, pdf)`` in ``plot_dir`` (default ``out_dir``), then ``<name>.md`` last,
+    each through a temporary name and a rename. Returns 0 (the command's exit status)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_csv(out_dir / f"{name}.csv", rows)
+    if tex:
+        write_atomic_text(
+            out_dir / f"{name}.tex",
+            "% generated from result records (same content as the .md)\n"
+            "\\begin{verbatim}\n" + markdown + "\n\\end{verbatim}\n",
+        )
+    plots = plot_dir or out_dir
+    plots.mkdir(parents=True, exist_ok=True)
+    draw(plots / f"{name}.png", plots / f"{name}.pdf")
+    write_atomic_text(out_dir / f"{name}.md", markdown)
+    print(f"wrote {out_dir / name}.*")
+    return 0
