@@ -149,6 +149,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     import numpy as np
 
     from baselines import common
+    from labeldp.accounting import label_events
     from labeldp.methods.common import build_model_for, train_and_evaluate, train_config
     from labeldp.training import accuracy_pct, audit_log_probs, predict_logits, to_float_images
 
@@ -209,7 +210,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     }
     return MethodResult(
         metrics=metrics,
-        privacy=common.pure_label_dp(eps, MECHANISM),
+        privacy=common.pure_label_dp(eps, MECHANISM, event=label_events.pure_epsilon_event(epsilon=eps)),
         timings=timings,
         details=details,
         audit_log_probs=audit,

@@ -72,12 +72,18 @@ def require_private(spec: RunSpec, name: str) -> float:
     return eps
 
 
-def pure_label_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
+def pure_label_dp(epsilon: float, mechanism: str, *, event) -> PrivacyOutcome:
     """The record of a label randomizer that queries every label once (pure eps-label-DP).
 
     Parallel composition (001 Observation 4 / Section 4): each label is randomised once by an
     eps-DP randomizer and everything else (training, post-processing) only sees the
-    randomised labels, so the run is (eps, 0)-label-DP; no accountant is involved.
+    randomised labels, so the run is (eps, 0)-label-DP; no composition over steps.
+
+    Args:
+      epsilon: the stated per-label epsilon.
+      mechanism: a short description.
+      event: the randomizer's ``dp_accounting`` event (:mod:`labeldp.accounting.label_events`);
+        the record stores it and refuses an ``epsilon`` the event does not reach.
     """
     return PrivacyOutcome(
         epsilon=float(epsilon),
@@ -86,6 +92,7 @@ def pure_label_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
         mechanism=mechanism,
         accounting=None,
         neighboring_relation="label_substitution",
+        event=event,
     )
 
 

@@ -205,6 +205,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     import numpy as np
 
     from baselines import common
+    from labeldp.accounting import label_events
     from labeldp.methods.common import RECIPE_OPTIONS
 
     staged = train_multi_stage(
@@ -250,7 +251,9 @@ def run(data, spec: RunSpec) -> MethodResult:
         }
     return MethodResult(
         metrics=staged.metrics(),
-        privacy=common.pure_label_dp(spec.epsilon, MECHANISM),
+        privacy=common.pure_label_dp(
+            spec.epsilon, MECHANISM, event=label_events.pure_epsilon_event(epsilon=spec.epsilon)
+        ),
         timings=timings,
         details=details,
         audit_log_probs=staged.audit_log_probs,

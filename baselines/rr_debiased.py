@@ -60,6 +60,7 @@ def run(data, spec: RunSpec) -> MethodResult:
       A :class:`MethodResult`; ``details`` has the noisy-label accuracy and the weights.
     """
     from baselines import common
+    from labeldp.accounting import label_events
     from labeldp.methods.common import build_model_for, train_and_evaluate
 
     eps = common.require_private(spec, NAME)
@@ -80,7 +81,9 @@ def run(data, spec: RunSpec) -> MethodResult:
     }
     return MethodResult(
         metrics=metrics,
-        privacy=common.pure_label_dp(eps, MECHANISM),
+        privacy=common.pure_label_dp(
+            eps, MECHANISM, event=label_events.randomized_response_event(epsilon=eps, num_classes=data.num_classes)
+        ),
         timings=timings,
         details=details,
         audit_log_probs=audit,

@@ -100,6 +100,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     import numpy as np
 
     from baselines import common
+    from labeldp.accounting import label_events
     from labeldp.mechanisms.classification import kmeans_priors, rr_with_prior
     from labeldp.methods.common import build_model_for, train_and_evaluate
     from labeldp.training import one_hot
@@ -138,7 +139,13 @@ def run(data, spec: RunSpec) -> MethodResult:
     mechanism = f"{MECHANISM}; eps_p = {eps_p:g}, eps_r = {eps_r:g}"
     return MethodResult(
         metrics=metrics,
-        privacy=common.pure_label_dp(eps_p + eps_r, mechanism),
+        privacy=common.pure_label_dp(
+            eps_p + eps_r,
+            mechanism,
+            event=label_events.composed_label_event(
+                [label_events.pure_epsilon_event(epsilon=eps_p), label_events.pure_epsilon_event(epsilon=eps_r)]
+            ),
+        ),
         timings=timings,
         details=dict(details),
         audit_log_probs=audit,

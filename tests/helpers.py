@@ -44,3 +44,16 @@ def prepared_attribution(directory, *, n_rows: int = 2500, seed: int = 1):
             raw_dir=directory / "raw", out_path=directory / "p.npz", source="synthetic_standin"
         )
     )
+
+
+def assert_label_event_reaccounts(privacy: dict) -> None:
+    """A label randomizer's record stores a dp_accounting event under REPLACE_ONE, and the PLD
+    accountant gives it exactly the record's epsilon at the record's delta (issue 30)."""
+    from labeldp.accounting import label_events
+
+    event = label_events.label_event_from_record(privacy)
+    assert event is not None, f"no event in the privacy block of {privacy.get('mechanism')!r}"
+    assert privacy["dp_accounting_relation"] == "REPLACE_ONE"
+    eps = float(privacy["epsilon"])
+    got = label_events.label_event_epsilon(event, delta=float(privacy["delta"]), scale=eps)
+    assert eps * (1 - 1e-4) <= got <= eps + label_events.label_event_tolerance(event, epsilon=eps), (got, eps)

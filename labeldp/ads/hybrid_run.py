@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from labeldp.accounting import label_events
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options
 
 __all__ = ["run_hybrid", "evaluate_auc", "hybrid_model", "PHASE1_HPARAMS", "PHASE2_HPARAMS"]
@@ -148,6 +149,8 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
         accounting=None if acc is None else {**acc.to_dict(), "phase1_epsilon": eps1},
         neighboring_relation=relation,
         epsilon_by_relation=by_rel if acc is not None else None,
+        # RR only: its event; with a DP phase, the accountant's event is in ``accounting`` and phase 1 adds eps1
+        event=label_events.randomized_response_event(epsilon=eps1, num_classes=2) if acc is None else None,
     )
     return MethodResult(
         metrics={

@@ -39,6 +39,7 @@ import time
 
 import numpy as np
 
+from labeldp.accounting import label_events
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options
 
 __all__ = ["run_hybrid_user_level", "OPTIONS", "PHASE_SPLITS", "K_MAX", "user_level_delta", "user_level_epsilon"]
@@ -238,6 +239,9 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
             delta=0.0,
             neighboring_relation="label_substitution",
             privacy_unit="user",
+            event=label_events.per_user_label_event(
+                label_events.randomized_response_event(epsilon=per_label_eps1, num_classes=2), labels_per_user=k1
+            ),
             mechanism=(
                 f"{name}: RR at eps/k = {per_label_eps1:.6g} on each of a user's k = {k} labels (group "
                 "privacy: eps per user), the truncated model on 002's debiased loss"

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from labeldp.accounting import label_events
 from labeldp.methods.base import NON_PRIVATE, MethodResult, PrivacyOutcome, RunSpec, check_options
 
 __all__ = ["run_ads_method", "user_arrays", "ADS_OPTIONS"]
@@ -210,6 +211,9 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
                 ),
                 neighboring_relation="label_substitution",
                 privacy_unit="user",
+                event=label_events.per_user_label_event(
+                    label_events.randomized_response_event(epsilon=per_label, num_classes=2), labels_per_user=k
+                ),
             )
         else:
             privacy = dataclasses.replace(NON_PRIVATE, privacy_unit="user")

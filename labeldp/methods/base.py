@@ -124,6 +124,9 @@ class PrivacyOutcome:
         (DP-SGD family: both; a label randomizer: ``label_substitution`` only).
       privacy_unit: whose labels the relation changes: ``"example"`` (one example's label, 000
         Definition 2) or ``"user"`` (all labels of one user together, 000 Section 6 / Table 7).
+      event: for a label randomizer, its guarantee as a ``dp_accounting`` ``DpEvent`` under
+        ``REPLACE_ONE`` (:mod:`labeldp.accounting.label_events`); the record stores it and
+        :meth:`to_dict` refuses an ``epsilon`` below what the PLD accountant gives for it.
     """
 
     epsilon: float
@@ -135,6 +138,7 @@ class PrivacyOutcome:
     neighboring_relation: str | None = None
     epsilon_by_relation: Mapping[str, float] | None = None
     privacy_unit: str = "example"
+    event: Any = None
 
     def to_dict(self, *, target_epsilon: float) -> dict[str, Any]:
         enc = lambda e: "inf" if math.isinf(e) else float(e)  # noqa: E731
@@ -150,7 +154,12 @@ class PrivacyOutcome:
                 f"privacy outcome of {self.mechanism!r} has an accountant's record but no "
                 "epsilon_by_relation: store the accountant's epsilon under every relation"
             )
+        label_event = {}
+        if self.event is not None:
+            label_event = _checked_label_event(self.event, epsilon=self.epsilon, delta=self.delta, name=self.mechanism)
         return {
+            **label_event,
+            "dp_accounting_relation": _dp_accounting_relation_name(self.neighboring_relation),
             "target_epsilon": enc(target_epsilon),
             "epsilon": enc(self.epsilon),
             "delta": float(self.delta),
@@ -203,3 +212,23 @@ def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:
             f"{name} does not implement options {unknown} (variant {spec.variant!r}); "
             f"supported options: {list(allowed) or 'none'}"
         )
+
+
+def _dp_accounting_relation_name(relation: str) -> str:
+    """The ``dp_accounting.NeighboringRelation`` a record's relation is (``REPLACE_ONE`` ...)."""
+    from labeldp.accounting.checks import NEIGHBORING_RELATIONS, check_relation
+
+    return NEIGHBORING_RELATIONS[check_relation(relation)].name
+
+
+def _checked_label_event(event: Any, *, epsilon: float, delta: float, name: str) -> dict[str, Any]:
+    """The record keys of a label event, after checking the stated epsilon covers it."""
+    from labeldp.accounting import label_events
+
+    accounted = label_events.label_event_epsilon(event, delta=delta, scale=epsilon)
+    if accounted > epsilon + label_events.label_event_tolerance(event, epsilon=epsilon):
+        raise ValueError(
+            f"privacy outcome of {name!r} states epsilon {epsilon} but its event {event!r} accounts to "
+            f"{accounted} at delta {delta}: the stated guarantee does not hold"
+        )
+    return label_events.describe_label_event(event)

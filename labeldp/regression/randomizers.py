@@ -20,14 +20,25 @@ import time
 
 import numpy as np
 
+from labeldp.accounting import label_events
 from labeldp.methods.base import PrivacyOutcome, RunSpec
 from labeldp.regression.pipeline import Randomized, prior_epsilon
 
 __all__ = ["additive", "rr_on_bins_randomizer", "optimal_unbiased_randomizer_fn", "pure_dp"]
 
 
-def pure_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
-    """The record of a randomizer applied once per label: (eps, 0)-label-DP, no accountant."""
+def pure_dp(epsilon: float, mechanism: str, *, budget_split: tuple[float, ...] | None = None) -> PrivacyOutcome:
+    """The record of a randomizer applied once per label: (eps, 0)-label-DP, no accountant.
+
+    Args:
+      epsilon: the stated per-label epsilon.
+      mechanism: a short description.
+      budget_split: the epsilons of the parts composed on each label (a private prior, then the
+        randomizer); None: one eps-DP randomizer. The record's event composes one eps-DP event
+        per part (:mod:`labeldp.accounting.label_events`).
+    """
+    parts = [p for p in (budget_split or (float(epsilon),)) if p > 0]
+    event = label_events.composed_label_event([label_events.pure_epsilon_event(epsilon=p) for p in parts])
     return PrivacyOutcome(
         epsilon=float(epsilon),
         delta=0.0,
@@ -35,6 +46,7 @@ def pure_dp(epsilon: float, mechanism: str) -> PrivacyOutcome:
         mechanism=mechanism,
         accounting=None,
         neighboring_relation="label_substitution",
+        event=event,
     )
 
 
@@ -107,7 +119,9 @@ def _prior_and_randomizer(labels, *, data, spec: RunSpec, rng, build, name: str,
         "unbiased": bool(mech.is_unbiased(1e-6)),
         "labels_rounded_to_support": rounded,
     }
-    privacy = pure_dp(spec.epsilon, f"laplace_histogram_prior(eps1={eps1:g}) + {name}(eps2={eps2:g})")
+    privacy = pure_dp(
+        spec.epsilon, f"laplace_histogram_prior(eps1={eps1:g}) + {name}(eps2={eps2:g})", budget_split=(eps1, eps2)
+    )
     return Randomized(noisy_labels=noisy, privacy=privacy, details=details)
 
 

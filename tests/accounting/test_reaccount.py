@@ -8,7 +8,8 @@ import pytest
 
 from labeldp import accounting, records
 from labeldp.accounting.reaccount import reaccount_record
-from tests.helpers import REPO
+from labeldp.accounting import label_events
+from tests.helpers import REPO, assert_label_event_reaccounts
 
 RESULTS = REPO / "reports/gpu-2026-11-22/results/mnist"
 
@@ -17,7 +18,7 @@ def _legacy(path):
     """A committed record as it was before the relation was a parameter."""
     rec = records.read_record(path)
     priv = rec["privacy"]
-    for k in ("neighboring_relation", "epsilon_by_relation", "reaccounted"):
+    for k in ("neighboring_relation", "epsilon_by_relation", "reaccounted", "dp_accounting_relation", "event"):
         priv.pop(k, None)
     if priv.get("accounting"):
         acc = priv["accounting"]
@@ -59,6 +60,40 @@ def test_label_randomizer_record_is_stated_under_label_substitution():
     assert changed
     assert new["privacy"]["neighboring_relation"] == "label_substitution"
     assert new["privacy"]["epsilon_by_relation"] == {"label_substitution": legacy["privacy"]["epsilon"]}
+    # the RR event, rebuilt from the stored keep probability (K = 10), re-accounts to the record's eps
+    assert new["privacy"]["dp_accounting_relation"] == "REPLACE_ONE"
+    assert label_events.label_event_from_record(new["privacy"]) == label_events.randomized_response_event(
+        epsilon=1.0, num_classes=10
+    )
+    assert_label_event_reaccounts(new["privacy"])
+    again, changed2 = reaccount_record(new)
+    assert not changed2 and again == new
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        "reports/table6-fashion-mnist-cpu-2026-11-23/results/fashion_mnist_simclr/rr_with_prior/*/eps0.5/*/seed0.json",
+        "reports/gpu-2026-11-22/results/mnist/alibi/*/eps1.0/*/seed0.json",
+        "reports/gpu-2026-11-22/results/mnist/rr_debiased/*/eps1.0/*/seed0.json",
+        "reports/lpmst-table4-cpu-2026-11-26/results/mnist/lp_mst/*/eps4.0/*/seed0.json",
+        "reports/regression-rand-hie-2026-11-23/results/rand_hie/optimal_unbiased/*/eps1.0/*/seed0.json",
+        "reports/regression-rand-hie-2026-11-23/results/rand_hie/staircase/*/eps1.0/*/seed0.json",
+    ],
+)
+def test_committed_label_randomizer_records_get_an_event_that_reaccounts(pattern):
+    path = sorted(REPO.glob(pattern))[0]
+    new, changed = reaccount_record(_legacy(path))
+    assert changed and new["privacy"]["event_backfilled"]
+    assert_label_event_reaccounts(new["privacy"])
+    assert new["privacy"]["epsilon"] == records.read_record(path)["privacy"]["epsilon"]
+
+
+def test_a_label_record_whose_event_does_not_reach_its_epsilon_is_refused():
+    new, _ = reaccount_record(_legacy(_one("rr")))
+    new["privacy"]["epsilon"] = 0.5  # the stored RR event is at eps 1
+    with pytest.raises(ValueError, match="does not hold"):
+        reaccount_record(new)
 
 
 def test_inconsistent_record_is_refused():

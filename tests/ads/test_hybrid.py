@@ -13,6 +13,7 @@ from labeldp.ads.hybrid import debiased_rr_weights, split_budget
 from labeldp.ads.model import AdsMLP, two_class_logits
 from labeldp.ads.train import init_params
 from labeldp.methods.base import RunSpec
+from tests.helpers import assert_label_event_reaccounts
 
 
 @pytest.mark.parametrize("eps, e1", [(1, 0.6), (3, 1.8), (5, 3.0), (50, 3.0)])
@@ -86,6 +87,7 @@ def test_each_method_composes_its_phases_budgets(data, method, keys):
     assert d["epsilon1"] + d["epsilon2"] == pytest.approx(5.0)
     if method == "hybrid_rr":
         assert p.epsilon == pytest.approx(5.0) and p.delta == 0.0 and d["noise_multiplier"] is None
+        assert_label_event_reaccounts(p.to_dict(target_epsilon=5.0))
     else:
         acc = p.accounting
         assert p.epsilon == pytest.approx(d["epsilon1"] + acc["epsilon"], rel=1e-9)

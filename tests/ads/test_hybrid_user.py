@@ -11,6 +11,7 @@ import pytest
 from labeldp.ads import hybrid_user
 from labeldp.mechanisms.classification import group_privacy
 from labeldp.methods.base import RunSpec
+from tests.helpers import assert_label_event_reaccounts
 
 
 @pytest.mark.parametrize("eps, delta, k", [(1.0, 1e-5, 1), (3.0, 1e-5, 2), (10.0, 1e-6, 5), (0.5, 1e-5, 10)])
@@ -72,6 +73,7 @@ def test_rr_split_randomizes_each_of_k_labels_at_eps_over_k(data, monkeypatch):
     assert seen == {"phase2_rows": 2 * users, "phase1_rows": 2 * users, "eps1": pytest.approx(1.5)}
     p = res.privacy
     assert p.epsilon == pytest.approx(3.0) and p.delta == 0.0 and p.privacy_unit == "user"
+    assert_label_event_reaccounts(p.to_dict(target_epsilon=3.0))
     assert res.details["noise_multiplier"] is None and res.details["phase2_steps"] == 0
     # RR at 1.5 keeps a label with probability e^1.5 / (1 + e^1.5)
     assert res.details["label_noise_rate"] == pytest.approx(1 / (1 + math.exp(1.5)), abs=0.03)

@@ -12,6 +12,7 @@ from labeldp.ads.pipeline import run_ads_method, user_arrays
 from labeldp.data import criteo_attribution
 from labeldp.data.tabular import load_prepared_tabular
 from labeldp.methods.base import RunSpec
+from tests.helpers import assert_label_event_reaccounts
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,7 @@ def test_rr_spends_eps_over_k_per_label_and_states_a_user_level_guarantee(data):
     res = run_ads_method(data, _spec("rr", 1.0, 4), method="rr")
     p = res.privacy.to_dict(target_epsilon=1.0)
     assert p["privacy_unit"] == "user" and p["epsilon"] == 1.0 and p["delta"] == 0.0
+    assert_label_event_reaccounts(p)  # 4 binary RR events at 0.25 compose to 1.0
     assert res.details["per_label_epsilon"] == pytest.approx(0.25)
     flip = 1 / (1 + math.exp(0.25))  # binary RR at eps/k flips a label with probability 1/(1+e^(eps/k))
     n = res.details["users"] * 4

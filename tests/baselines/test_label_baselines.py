@@ -20,6 +20,7 @@ from scipy import stats
 from baselines import alibi, common, lp_2st, rr, rr_debiased
 from labeldp.mechanisms import classification as cls
 from labeldp.methods.base import MethodResult, RunSpec
+from tests.helpers import assert_label_event_reaccounts
 
 P_MIN = 1e-4
 
@@ -349,6 +350,7 @@ def test_end_to_end_and_deterministic(module, options, data):
     assert privacy.accounting is None and privacy.invalid_reason is None
     record = privacy.to_dict(target_epsilon=spec.epsilon)
     assert record["epsilon"] == 1.0 and record["delta"] == 0.0
+    assert_label_event_reaccounts(record)
     assert 0.0 <= first.details["noisy_label_accuracy"] <= 1.0
     assert first.timings["train_seconds"] > 0
     # Same seed -> bitwise the same result (timings aside).

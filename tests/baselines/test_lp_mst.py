@@ -11,6 +11,7 @@ import pytest
 
 from baselines import lp_2st, lp_mst
 from labeldp.methods.base import RunSpec
+from tests.helpers import assert_label_event_reaccounts
 
 
 def _logits_from_noisy(n, k, seed):
@@ -143,6 +144,7 @@ def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
     assert d["recipe"] == {"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "warmup_fraction": 0.15, "l2": 1e-4}
     assert res.privacy.epsilon == 1.0 and res.privacy.delta == 0.0 and res.privacy.valid
     assert res.privacy.neighboring_relation == "label_substitution"
+    assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=1.0))
     one = lp_mst.run(data, _spec("lp_mst", options={"stages": 1}, seed=1))  # LP-1ST: RR on every label
     assert one.details["per_stage"][0]["num_queried"] == data.y_train.size
     assert one.details["per_stage"][0]["num_reused"] == 0

@@ -11,6 +11,7 @@ import pytest
 from baselines import rr, rr_with_prior
 from labeldp.mechanisms import classification as C
 from labeldp.methods.base import RunSpec
+from tests.helpers import assert_label_event_reaccounts
 
 TABLE9 = [[0.01, 0.005], [0.02, 0.01], [0.05, 0.02], [0.18, 0.05], [0.29, 0.05], [0.5, 0.1], [1.6, 0.1]]
 
@@ -89,6 +90,7 @@ def test_run_spends_eps_p_on_histograms_and_the_rest_on_rr_with_prior(monkeypatc
     assert rec["neighboring_relation"] == "label_substitution" and rec["accounting"] is None
     assert res.details["prior_epsilon"] + res.details["rr_epsilon"] == pytest.approx(0.5)
     assert "eps_p = 0.1" in rec["mechanism"]
+    assert_label_event_reaccounts(rec)  # the prior's 0.1 and RRWithPrior's 0.4, composed
 
 
 def test_learned_priors_beat_rr_at_small_eps_and_runs_are_deterministic():

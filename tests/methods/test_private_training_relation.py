@@ -51,8 +51,10 @@ def test_dpsgd_record_states_both_relations(relation):
 
 def test_label_randomizer_outcome_is_stated_under_label_substitution():
     from baselines.common import pure_label_dp
+    from labeldp.accounting.label_events import randomized_response_event
 
-    out = pure_label_dp(2.0, "randomized_response").to_dict(target_epsilon=2.0)
+    event = randomized_response_event(epsilon=2.0, num_classes=10)
+    out = pure_label_dp(2.0, "randomized_response", event=event).to_dict(target_epsilon=2.0)
     assert out["neighboring_relation"] == "label_substitution"
     assert out["epsilon_by_relation"] == {"label_substitution": 2.0}
     assert math.isfinite(out["epsilon"])

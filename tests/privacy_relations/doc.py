@@ -155,10 +155,11 @@ def spy(monkeypatch, module, name: str) -> list[dict[str, Any]]:
 def assert_pure_label_dp_record(module, r, eps=1.5):
     """The method's privacy record: (eps, 0) under label substitution only, no accountant."""
     from baselines.common import pure_label_dp
+    from labeldp.accounting.label_events import pure_epsilon_event
 
-    out = pure_label_dp(eps, module.MECHANISM).to_dict(target_epsilon=eps)
+    out = pure_label_dp(eps, module.MECHANISM, event=pure_epsilon_event(epsilon=eps)).to_dict(target_epsilon=eps)
     assert set(out["epsilon_by_relation"]) == relations(r) == LABEL_ONLY
-    assert out["neighboring_relation"] == "label_substitution"
+    assert out["neighboring_relation"] == "label_substitution" and out["dp_accounting_relation"] == "REPLACE_ONE"
     assert out["epsilon"] == eps and out["delta"] == 0.0 and out["accounting"] is None
     assert not getattr(module, "CALIBRATES_WITH_ACCOUNTANT", False), (
         "a label randomizer must not get a calibration relation from the planner"

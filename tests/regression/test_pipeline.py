@@ -13,6 +13,7 @@ from labeldp.regression.pipeline import PRIOR_EPSILON, prior_epsilon, run_label_
 from labeldp.regression.randomizers import additive, optimal_unbiased_randomizer_fn, rr_on_bins_randomizer
 from labeldp.runner import run_spec
 from tests.regression.helpers import synthetic_tabular
+from tests.helpers import assert_label_event_reaccounts
 
 HP = {"learning_rate": 1e-2, "epochs": 2, "batch_size": 256}
 
@@ -36,6 +37,7 @@ def test_prior_budget_and_split_of_eps(data, method):
     assert math.isclose(res.details["epsilon2"], 2.0 - eps1)
     assert math.isclose(res.privacy.epsilon, res.details["epsilon1"] + res.details["epsilon2"])
     assert res.privacy.neighboring_relation == "label_substitution" and res.privacy.delta == 0.0
+    assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=2.0))
     # the randomizer that ran is eps2-DP (its exact matrix), so the total is eps1 + eps2
     assert res.details["dp_ratio_log"] <= res.details["epsilon2"] + 1e-9
 
@@ -166,3 +168,9 @@ def test_config_with_eps_below_the_prior_budget_is_refused_before_any_job():
     cfg["tables"]["figure5a"]["epsilons"] = [0.001, 1.0]  # Census eps1 = 0.002
     with pytest.raises(ConfigError, match="does not exceed the prior budget eps1 = 0.002"):
         validate_semantics(cfg)
+
+
+@pytest.mark.parametrize("method", ["laplace", "staircase", "laplace_clipped", "staircase_clipped"])
+def test_additive_randomizers_state_an_event_that_reaccounts(data, method):
+    res = run_spec(_spec(method, 1.5), data)
+    assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=1.5))
