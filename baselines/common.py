@@ -85,13 +85,15 @@ def pure_label_dp(epsilon: float, mechanism: str, *, event) -> PrivacyOutcome:
       event: the randomizer's ``dp_accounting`` event (:mod:`labeldp.accounting.label_events`);
         the record stores it and refuses an ``epsilon`` the event does not reach.
     """
+    from labeldp.accounting.label_events import LABEL_EVENT_RELATION
+
     return PrivacyOutcome(
         epsilon=float(epsilon),
         delta=0.0,
         valid=True,
         mechanism=mechanism,
         accounting=None,
-        neighboring_relation="label_substitution",
+        neighboring_relation=LABEL_EVENT_RELATION,
         event=event,
     )
 

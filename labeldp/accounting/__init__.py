@@ -53,11 +53,17 @@ within 0.02 % below the target.
 """
 
 from labeldp.accounting.checks import (
+    ADD_OR_REMOVE,
     DEFAULT_RELATION,
+    LABEL_SUBSTITUTION,
     NEIGHBORING_RELATIONS,
+    RELATION_NAMES,
     RELATIONS,
     RELATIVE_DISCRETIZATION,
+    Relation,
     check_relation,
+    relation_name,
+    to_relation,
 )
 from labeldp.accounting.epsilon import (
     calibrate_noise_multiplier,
@@ -70,10 +76,14 @@ from labeldp.accounting.records import AccountingRecord, account_dpsgd, dpsgd_re
 from labeldp.accounting.events import describe_event, event_from_description
 
 __all__ = [
+    "ADD_OR_REMOVE",
     "AccountingRecord",
     "DEFAULT_RELATION",
+    "LABEL_SUBSTITUTION",
     "NEIGHBORING_RELATIONS",
+    "RELATION_NAMES",
     "RELATIONS",
+    "Relation",
     "RELATIVE_DISCRETIZATION",
     "account_dpsgd",
     "calibrate_noise_multiplier",
@@ -86,4 +96,6 @@ __all__ = [
     "event_epsilon",
     "event_from_description",
     "make_accountant",
+    "relation_name",
+    "to_relation",
 ]

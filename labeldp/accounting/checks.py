@@ -22,15 +22,21 @@ _MIN_VDI = 1e-6
 _SIGMA_RTOL = 1e-4
 _SIGMA_MIN = 1e-3
 _SIGMA_MAX = 1e7
-#: The neighbouring relations this module accounts under, and the
-#: ``dp_accounting`` relation each maps to.
-NEIGHBORING_RELATIONS = {
-    "add_or_remove": dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    "label_substitution": dp_accounting.NeighboringRelation.REPLACE_ONE,
-}
+#: A neighbouring relation is ``dp_accounting``'s enum everywhere in the code; its name below
+#: (``"add_or_remove"``, ``"label_substitution"``) appears only in YAML configs and JSON records.
+Relation = dp_accounting.NeighboringRelation
+#: One example added or removed (unit sensitivity): the papers' convention, 000 Section 3.4.
+ADD_OR_REMOVE = Relation.ADD_OR_REMOVE_ONE
+#: One example's label replaced: label DP exactly (000 Definition 2).
+LABEL_SUBSTITUTION = Relation.REPLACE_ONE
+#: The relations this package accounts under, by their config / record name.
+NEIGHBORING_RELATIONS = {"add_or_remove": ADD_OR_REMOVE, "label_substitution": LABEL_SUBSTITUTION}
+#: The config / record name of each relation.
+RELATION_NAMES = {relation: name for name, relation in NEIGHBORING_RELATIONS.items()}
+#: The names, in the order records list them (the keys of ``epsilon_by_relation``).
 RELATIONS = tuple(NEIGHBORING_RELATIONS)
 #: The papers' convention (000 Section 3.4), the default everywhere.
-DEFAULT_RELATION = "add_or_remove"
+DEFAULT_RELATION = ADD_OR_REMOVE
 #: Spelling of ``add_or_remove`` in records made before the relation was a
 #: parameter.
 _LEGACY_NAMES = {"add_or_remove_one": "add_or_remove"}
@@ -83,35 +89,60 @@ def _check_accountant(accountant: Any) -> str:
     return accountant
 
 
-def check_relation(relation: Any) -> str:
-    """The canonical name of a neighbouring relation.
+def to_relation(relation: Any) -> Relation:
+    """A neighbouring relation as ``dp_accounting``'s enum.
 
     Args:
-      relation: ``'add_or_remove'`` or ``'label_substitution'`` (the legacy
-        record spelling ``'add_or_remove_one'`` is accepted).
+      relation: ``Relation.ADD_OR_REMOVE_ONE`` or ``Relation.REPLACE_ONE``, or the name a config
+        or record gives it: ``'add_or_remove'`` or ``'label_substitution'`` (the legacy record
+        spelling ``'add_or_remove_one'`` is accepted).
 
     Returns:
-      The canonical name.
+      The enum member.
+
+    Raises:
+      ValueError: any other value (``REPLACE_SPECIAL`` included), naming the accepted ones.
+    """
+    if isinstance(relation, Relation):
+        if relation in RELATION_NAMES:
+            return relation
+    elif isinstance(relation, str):
+        name = _LEGACY_NAMES.get(relation, relation)
+        if name in NEIGHBORING_RELATIONS:
+            return NEIGHBORING_RELATIONS[name]
+    raise ValueError(
+        f"neighboring_relation must be one of {list(RELATIONS)} (or dp_accounting's ADD_OR_REMOVE_ONE / "
+        "REPLACE_ONE) ('add_or_remove': the papers' convention; 'label_substitution': "
+        f"label DP exactly, dp_accounting's REPLACE_ONE), got {relation!r}."
+    )
+
+
+def relation_name(relation: Any) -> str:
+    """The config / record name of a relation (:func:`to_relation` checks it)."""
+    return RELATION_NAMES[to_relation(relation)]
+
+
+def check_relation(relation: Any) -> str:
+    """The canonical name of a neighbouring relation (for configs and records).
+
+    Args:
+      relation: as :func:`to_relation`.
+
+    Returns:
+      ``'add_or_remove'`` or ``'label_substitution'``.
 
     Raises:
       ValueError: any other value, naming the accepted ones.
     """
-    relation = _LEGACY_NAMES.get(relation, relation)
-    if relation not in NEIGHBORING_RELATIONS:
-        raise ValueError(
-            f"neighboring_relation must be one of {list(RELATIONS)} "
-            "('add_or_remove': the papers' convention; 'label_substitution': "
-            f"label DP exactly, dp_accounting's REPLACE_ONE), got {relation!r}."
-        )
-    return relation
+    return relation_name(relation)
 
 
-def _check_accountant_relation(accountant: str, relation: str) -> None:
-    if accountant == "rdp" and relation != "add_or_remove":
+def _check_accountant_relation(accountant: str, relation: Relation) -> None:
+    if accountant == "rdp" and relation is not ADD_OR_REMOVE:
         raise ValueError(
             "dp_accounting's RDP accountant has no REPLACE_ONE analysis of the "
             "Poisson-subsampled Gaussian, so it cannot account under "
-            f"neighboring_relation={relation!r}; use accountant='pld'."
+            f"neighboring_relation={relation_name(relation)!r}; use accountant='pld'."
         )
 
 

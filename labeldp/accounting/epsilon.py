@@ -16,7 +16,6 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from labeldp.accounting.checks import (
     DEFAULT_RELATION,
-    NEIGHBORING_RELATIONS,
     RELATIVE_DISCRETIZATION,
     Accountant,
     _MAX_VDI,
@@ -31,7 +30,9 @@ from labeldp.accounting.checks import (
     _check_sampling_rate,
     _check_steps,
     _check_vdi,
-    check_relation,
+    LABEL_SUBSTITUTION,
+    Relation,
+    to_relation,
 )
 
 # ---------------------------------------------------------------------------
@@ -70,7 +71,7 @@ def make_accountant(
     accountant: Accountant = "pld",
     *,
     value_discretization_interval: Optional[float] = None,
-    neighboring_relation: str = DEFAULT_RELATION,
+    neighboring_relation: Relation | str = DEFAULT_RELATION,
 ) -> dp_accounting.PrivacyAccountant:
     """A fresh ``dp_accounting`` accountant for ``neighboring_relation``.
 
@@ -87,13 +88,13 @@ def make_accountant(
       An empty accountant.
     """
     accountant = _check_accountant(accountant)
-    relation = check_relation(neighboring_relation)
+    relation = to_relation(neighboring_relation)
     _check_accountant_relation(accountant, relation)
     if accountant == "rdp":
         return rdp_privacy_accountant.RdpAccountant()
     vdi = _check_vdi(value_discretization_interval)
     return pld_privacy_accountant.PLDAccountant(
-        neighboring_relation=NEIGHBORING_RELATIONS[relation], value_discretization_interval=1e-3 if vdi is None else vdi
+        neighboring_relation=relation, value_discretization_interval=1e-3 if vdi is None else vdi
     )
 
 
@@ -102,14 +103,18 @@ def _clamp_vdi(vdi: float) -> float:
 
 
 def _epsilon(
-    event: dp_event_lib.DpEvent, delta: float, accountant: str, vdi: Optional[float], relation: str = DEFAULT_RELATION
+    event: dp_event_lib.DpEvent,
+    delta: float,
+    accountant: str,
+    vdi: Optional[float],
+    relation: Relation = DEFAULT_RELATION,
 ) -> float:
     acc = make_accountant(accountant, value_discretization_interval=vdi, neighboring_relation=relation)
     return float(acc.compose(event).get_epsilon(delta))
 
 
 def _pld_epsilon_adaptive(
-    event: dp_event_lib.DpEvent, delta: float, relation: str = DEFAULT_RELATION
+    event: dp_event_lib.DpEvent, delta: float, relation: Relation = DEFAULT_RELATION
 ) -> tuple[float, float]:
     """PLD epsilon with VDI <= RELATIVE_DISCRETIZATION * epsilon."""
     vdi = _MAX_VDI
@@ -127,7 +132,7 @@ def event_epsilon(
     event: dp_event_lib.DpEvent,
     *,
     delta: float,
-    neighboring_relation: str,
+    neighboring_relation: Relation | str,
     accountant: Accountant = "pld",
     value_discretization_interval: Optional[float] = None,
 ) -> tuple[float, Optional[float]]:
@@ -149,7 +154,7 @@ def event_epsilon(
     """
     delta = _check_delta(delta)
     accountant = _check_accountant(accountant)
-    relation = check_relation(neighboring_relation)
+    relation = to_relation(neighboring_relation)
     _check_accountant_relation(accountant, relation)
     vdi = _check_vdi(value_discretization_interval)
     if accountant == "rdp":
@@ -168,7 +173,7 @@ def dpsgd_epsilon(
     amplification: bool = True,
     accountant: Accountant = "pld",
     value_discretization_interval: Optional[float] = None,
-    neighboring_relation: str = DEFAULT_RELATION,
+    neighboring_relation: Relation | str = DEFAULT_RELATION,
 ) -> float:
     """Epsilon of DP-SGD at ``delta``, from ``dp_accounting``.
 
@@ -240,7 +245,7 @@ def _calibrate(
     amplification: bool,
     accountant: str,
     vdi: Optional[float],
-    relation: str,
+    relation: Relation,
 ) -> tuple[float, Optional[float]]:
     """Returns (sigma, vdi used)."""
 
@@ -257,7 +262,7 @@ def _calibrate(
     # under label substitution): it is exact for amplification=False and an
     # upper bound otherwise, so the search only visits sigmas whose epsilon is
     # near or below the target (cheap for PLD).
-    sensitivity = 2.0 if relation == "label_substitution" else 1.0
+    sensitivity = 2.0 if relation is LABEL_SUBSTITUTION else 1.0
     start = dp_accounting.get_sigma_gaussian(target_epsilon, target_delta) * math.sqrt(steps) * sensitivity
     if accountant == "rdp":
         vdi = None
@@ -294,7 +299,7 @@ def _check_calibration(target_epsilon, target_delta, accountant, sampling_rate, 
     target_epsilon = _check_positive(target_epsilon, "target_epsilon")
     target_delta = _check_delta(target_delta, "target_delta")
     accountant = _check_accountant(accountant)
-    relation = check_relation(relation)
+    relation = to_relation(relation)
     _check_accountant_relation(accountant, relation)
     return (
         target_epsilon,
@@ -316,7 +321,7 @@ def calibrate_noise_multiplier(
     amplification: bool = True,
     accountant: Accountant = "pld",
     value_discretization_interval: Optional[float] = None,
-    neighboring_relation: str = DEFAULT_RELATION,
+    neighboring_relation: Relation | str = DEFAULT_RELATION,
 ) -> float:
     """Smallest noise multiplier (to 0.01 %) whose run is (eps, delta)-DP.
 

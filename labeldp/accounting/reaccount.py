@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from dp_accounting import dp_event as dp_event_lib
 
 from labeldp.accounting import label_events
-from labeldp.accounting.checks import NEIGHBORING_RELATIONS, check_relation
+from labeldp.accounting.checks import check_relation, to_relation
 from labeldp.accounting.events import event_from_description
 from labeldp.accounting.records import _dp_accounting_version, epsilons_by_relation
 
@@ -166,5 +166,5 @@ def _named_relation(priv: dict[str, Any]) -> bool:
     """Adds ``dp_accounting_relation`` (the enum's name) where missing; True if added."""
     if priv.get("dp_accounting_relation"):
         return False
-    priv["dp_accounting_relation"] = NEIGHBORING_RELATIONS[check_relation(priv["neighboring_relation"])].name
+    priv["dp_accounting_relation"] = to_relation(priv["neighboring_relation"]).name
     return True

@@ -25,7 +25,9 @@ from labeldp.accounting.checks import (
     _check_sampling_rate,
     _check_steps,
     _check_vdi,
-    check_relation,
+    Relation,
+    relation_name,
+    to_relation,
 )
 from labeldp.accounting.epsilon import _calibrate, _check_calibration, dpsgd_event, event_epsilon
 from labeldp.accounting.events import describe_event, event_from_description
@@ -133,13 +135,15 @@ def _record(
     accountant: str,
     vdi: Optional[float],
     target_epsilon: Optional[float],
-    relation: str,
+    relation: Relation,
 ) -> AccountingRecord:
     event = dpsgd_event(noise_multiplier=sigma, sampling_rate=q, steps=t, amplification=amplification)
     eps, vdi = event_epsilon(
         event, delta=delta, neighboring_relation=relation, accountant=accountant, value_discretization_interval=vdi
     )
-    by_rel, by_acc = epsilons_by_relation(event, delta=delta, accountant=accountant, known={relation: eps})
+    by_rel, by_acc = epsilons_by_relation(
+        event, delta=delta, accountant=accountant, known={relation_name(relation): eps}
+    )
     return AccountingRecord(
         accountant=accountant,
         noise_multiplier=float(sigma),
@@ -150,7 +154,7 @@ def _record(
         epsilon=float(eps),
         target_epsilon=None if target_epsilon is None else float(target_epsilon),
         value_discretization_interval=vdi,
-        neighboring_relation=relation,
+        neighboring_relation=relation_name(relation),
         dp_accounting_version=_dp_accounting_version(),
         event=describe_event(event),
         event_repr=repr(event),
@@ -168,7 +172,7 @@ def dpsgd_record(
     amplification: bool = True,
     accountant: Accountant = "pld",
     value_discretization_interval: Optional[float] = None,
-    neighboring_relation: str = DEFAULT_RELATION,
+    neighboring_relation: Relation | str = DEFAULT_RELATION,
 ) -> AccountingRecord:
     """:class:`AccountingRecord` for a run with a given noise multiplier.
 
@@ -183,7 +187,7 @@ def dpsgd_record(
     t = _check_steps(steps)
     delta = _check_delta(delta)
     accountant = _check_accountant(accountant)
-    relation = check_relation(neighboring_relation)
+    relation = to_relation(neighboring_relation)
     _check_accountant_relation(accountant, relation)
     vdi = _check_vdi(value_discretization_interval)
     return _record(
@@ -208,7 +212,7 @@ def account_dpsgd(
     amplification: bool = True,
     accountant: Accountant = "pld",
     value_discretization_interval: Optional[float] = None,
-    neighboring_relation: str = DEFAULT_RELATION,
+    neighboring_relation: Relation | str = DEFAULT_RELATION,
 ) -> AccountingRecord:
     """Calibrates sigma for (target_epsilon, target_delta), then re-accounts.
 

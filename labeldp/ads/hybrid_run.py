@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from labeldp import accounting
 from labeldp.accounting import label_events
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options
 
@@ -134,10 +135,11 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
     seconds = time.perf_counter() - t0
     auc, finite = evaluate_auc(model, out, data)
     by_rel = {
-        rel: eps1 + (float(acc.epsilon_by_relation[rel]) if acc is not None else 0.0)
-        for rel in ("add_or_remove", "label_substitution")
+        rel: eps1 + (float(acc.epsilon_by_relation[rel]) if acc is not None else 0.0) for rel in accounting.RELATIONS
     }
-    relation = acc.neighboring_relation if acc is not None else "label_substitution"
+    relation = (
+        acc.neighboring_relation if acc is not None else accounting.relation_name(label_events.LABEL_EVENT_RELATION)
+    )
     privacy = PrivacyOutcome(
         epsilon=by_rel[relation],
         delta=float(acc.delta) if acc is not None else 0.0,

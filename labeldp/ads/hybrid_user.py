@@ -237,7 +237,7 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
         privacy = PrivacyOutcome(
             epsilon=float(spec.epsilon),
             delta=0.0,
-            neighboring_relation="label_substitution",
+            neighboring_relation=label_events.LABEL_EVENT_RELATION,
             privacy_unit="user",
             event=label_events.per_user_label_event(
                 label_events.randomized_response_event(epsilon=per_label_eps1, num_classes=2), labels_per_user=k1
@@ -250,11 +250,13 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     else:
         event = acc.dp_event()
         by_rel, user_delta, pairs = {}, {}, {}
-        for rel in ("add_or_remove", "label_substitution"):
-            rel_acc = "pld" if rel == "label_substitution" else spec.accountant
+        for relation, rel in accounting.RELATION_NAMES.items():  # rel: the record's name of the relation
+            rel_acc = "pld" if relation is accounting.LABEL_SUBSTITUTION else spec.accountant
 
-            def eps_at(d, rel=rel, rel_acc=rel_acc):
-                return float(accounting.event_epsilon(event, delta=d, neighboring_relation=rel, accountant=rel_acc)[0])
+            def eps_at(d, relation=relation, rel_acc=rel_acc):
+                return float(
+                    accounting.event_epsilon(event, delta=d, neighboring_relation=relation, accountant=rel_acc)[0]
+                )
 
             if rel == acc.neighboring_relation:  # the calibration's own pair: (eps <= eps2 / k, the item delta)
                 e, d = float(acc.epsilon_by_relation[rel]), float(item.delta)

@@ -209,7 +209,7 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
                     f"randomized_response at eps/k = {per_label:.6g} on each of a user's k = {k} labels "
                     "(group privacy: eps-DP for the user's label vector)"
                 ),
-                neighboring_relation="label_substitution",
+                neighboring_relation=label_events.LABEL_EVENT_RELATION,
                 privacy_unit="user",
                 event=label_events.per_user_label_event(
                     label_events.randomized_response_event(epsilon=per_label, num_classes=2), labels_per_user=k

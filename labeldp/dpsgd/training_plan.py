@@ -60,6 +60,11 @@ class DPTrainingPlan:
         return self.expected_batch_size / self.n
 
     @property
+    def neighboring_relation(self) -> accounting.Relation:
+        """The relation sigma was calibrated under (``dp_accounting``'s enum)."""
+        return accounting.to_relation(self.accounting.neighboring_relation)
+
+    @property
     def noise_multiplier(self) -> float:
         """sigma, calibrated for exactly this plan."""
         return float(self.accounting.noise_multiplier)
@@ -106,7 +111,7 @@ def make_training_plan(
     sampling: str = "poisson",
     amplification: bool = True,
     accountant: str = "pld",
-    neighboring_relation: str | None = None,
+    neighboring_relation: accounting.Relation | str | None = None,
 ) -> DPTrainingPlan:
     """Calibrates sigma for exactly the run described; the one place a DP run's plan is made.
 
@@ -119,7 +124,8 @@ def make_training_plan(
       sampling: ``"poisson"`` (what the accountant assumes) or ``"shuffle"``.
       amplification: False for denoisers that depend on which units were sampled (000 Section 3.4).
       accountant: ``"pld"`` or ``"rdp"``.
-      neighboring_relation: the relation the target is met under (None: ``add_or_remove``).
+      neighboring_relation: the relation the target is met under, ``dp_accounting``'s enum or its
+        config name (``spec.calibration_relation``); None: ``ADD_OR_REMOVE_ONE``, the papers' convention.
 
     Returns:
       The :class:`DPTrainingPlan`.
@@ -149,7 +155,7 @@ def make_training_plan(
         steps=steps,
         amplification=amplification,
         accountant=accountant,
-        neighboring_relation=neighboring_relation or accounting.DEFAULT_RELATION,
+        neighboring_relation=accounting.to_relation(neighboring_relation or accounting.DEFAULT_RELATION),
     )
     return DPTrainingPlan(
         n=int(n),

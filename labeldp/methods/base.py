@@ -118,7 +118,8 @@ class PrivacyOutcome:
       mechanism: short description (``randomized_response``, ``dpsgd_poisson_gaussian``...).
       accounting: the accountant's record (noise multiplier, sampling rate, steps, event),
         None for mechanisms that need no composition accounting.
-      neighboring_relation: the relation ``epsilon`` is stated under: ``label_substitution``
+      neighboring_relation: the relation ``epsilon`` is stated under, ``dp_accounting``'s
+        ``NeighboringRelation`` (or its record name): ``label_substitution``
         (one example's label changes: label DP, 000 Definition 2) or ``add_or_remove``.
       epsilon_by_relation: the run's epsilon under every relation it has a guarantee for
         (DP-SGD family: both; a label randomizer: ``label_substitution`` only).
@@ -135,7 +136,7 @@ class PrivacyOutcome:
     invalid_reason: str | None = None
     mechanism: str = "none"
     accounting: Mapping[str, Any] | None = None
-    neighboring_relation: str | None = None
+    neighboring_relation: Any = None
     epsilon_by_relation: Mapping[str, float] | None = None
     privacy_unit: str = "example"
     event: Any = None
@@ -154,12 +155,13 @@ class PrivacyOutcome:
                 f"privacy outcome of {self.mechanism!r} has an accountant's record but no "
                 "epsilon_by_relation: store the accountant's epsilon under every relation"
             )
+        relation = _relation_name(self.neighboring_relation)
         label_event = {}
         if self.event is not None:
             label_event = _checked_label_event(self.event, epsilon=self.epsilon, delta=self.delta, name=self.mechanism)
         return {
             **label_event,
-            "dp_accounting_relation": _dp_accounting_relation_name(self.neighboring_relation),
+            "dp_accounting_relation": _dp_accounting_relation(relation),
             "target_epsilon": enc(target_epsilon),
             "epsilon": enc(self.epsilon),
             "delta": float(self.delta),
@@ -167,12 +169,12 @@ class PrivacyOutcome:
             "invalid_reason": self.invalid_reason,
             "mechanism": self.mechanism,
             "accounting": dict(self.accounting) if self.accounting is not None else None,
-            "neighboring_relation": self.neighboring_relation,
+            "neighboring_relation": relation,
             "privacy_unit": self.privacy_unit,
             "epsilon_by_relation": (
                 {k: enc(float(v)) for k, v in self.epsilon_by_relation.items()}
                 if self.epsilon_by_relation is not None
-                else {self.neighboring_relation: enc(self.epsilon)}
+                else {relation: enc(self.epsilon)}
             ),
         }
 
@@ -214,11 +216,18 @@ def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:
         )
 
 
-def _dp_accounting_relation_name(relation: str) -> str:
-    """The ``dp_accounting.NeighboringRelation`` a record's relation is (``REPLACE_ONE`` ...)."""
-    from labeldp.accounting.checks import NEIGHBORING_RELATIONS, check_relation
+def _relation_name(relation: Any) -> str:
+    """The record name of a relation given as ``dp_accounting``'s enum or by name."""
+    from labeldp.accounting.checks import relation_name
 
-    return NEIGHBORING_RELATIONS[check_relation(relation)].name
+    return relation_name(relation)
+
+
+def _dp_accounting_relation(relation: Any) -> str:
+    """The name of the ``dp_accounting.NeighboringRelation`` member (``REPLACE_ONE`` ...)."""
+    from labeldp.accounting.checks import to_relation
+
+    return to_relation(relation).name
 
 
 def _checked_label_event(event: Any, *, epsilon: float, delta: float, name: str) -> dict[str, Any]:

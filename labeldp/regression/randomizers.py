@@ -45,7 +45,7 @@ def pure_dp(epsilon: float, mechanism: str, *, budget_split: tuple[float, ...] |
         valid=True,
         mechanism=mechanism,
         accounting=None,
-        neighboring_relation="label_substitution",
+        neighboring_relation=label_events.LABEL_EVENT_RELATION,
         event=event,
     )
 

@@ -178,3 +178,29 @@ def test_bad_relation_is_a_clear_error(fn, kwargs, match):
 
 def test_legacy_spelling_is_add_or_remove():
     assert A.check_relation("add_or_remove_one") == "add_or_remove"
+
+
+def test_the_relation_is_dp_accountings_enum_and_its_name_only_in_configs_and_records():
+    R = dp_accounting.NeighboringRelation
+    assert A.DEFAULT_RELATION is R.ADD_OR_REMOVE_ONE and A.LABEL_SUBSTITUTION is R.REPLACE_ONE
+    for name, relation in A.NEIGHBORING_RELATIONS.items():
+        assert A.to_relation(name) is relation and A.to_relation(relation) is relation
+        assert A.relation_name(relation) == name == A.check_relation(relation)
+    with pytest.raises(ValueError, match="neighboring_relation must be one of"):
+        A.to_relation(R.REPLACE_SPECIAL)  # dp_accounting has it; no method here is accounted under it
+    # the enum and its name give the same accounting, and the record stores the name
+    by_enum = A.account_dpsgd(
+        target_epsilon=1.0, target_delta=1e-5, sampling_rate=Q, steps=STEPS, neighboring_relation=R.REPLACE_ONE
+    )
+    by_name = A.account_dpsgd(
+        target_epsilon=1.0, target_delta=1e-5, sampling_rate=Q, steps=STEPS, neighboring_relation="label_substitution"
+    )
+    assert by_enum == by_name and by_enum.neighboring_relation == "label_substitution"
+    # a method states its relation as the enum; the record writes the name and dp_accounting's
+    from labeldp.methods.base import PrivacyOutcome
+
+    d = PrivacyOutcome(epsilon=1.0, delta=1e-5, mechanism="m", neighboring_relation=R.ADD_OR_REMOVE_ONE).to_dict(
+        target_epsilon=1.0
+    )
+    assert d["neighboring_relation"] == "add_or_remove" and d["dp_accounting_relation"] == "ADD_OR_REMOVE_ONE"
+    json.dumps(d)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from baselines import lp_2st, lp_mst
+from labeldp import accounting
 from labeldp.methods.base import RunSpec
 from tests.helpers import assert_label_event_reaccounts
 
@@ -143,7 +144,7 @@ def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
     assert d["per_stage"][-1]["test_accuracy_pct"] == res.metrics["test_accuracy_pct"]
     assert d["recipe"] == {"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "warmup_fraction": 0.15, "l2": 1e-4}
     assert res.privacy.epsilon == 1.0 and res.privacy.delta == 0.0 and res.privacy.valid
-    assert res.privacy.neighboring_relation == "label_substitution"
+    assert res.privacy.neighboring_relation is accounting.LABEL_SUBSTITUTION
     assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=1.0))
     one = lp_mst.run(data, _spec("lp_mst", options={"stages": 1}, seed=1))  # LP-1ST: RR on every label
     assert one.details["per_stage"][0]["num_queried"] == data.y_train.size

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from labeldp import accounting
 from labeldp.mechanisms import classification as C
 
 from tests.privacy_relations.doc import *  # noqa: F401,F403  (the parsed table and shared helpers)
@@ -237,7 +238,7 @@ def _additive_method_checks(method: str, kind: str, clip: bool):
     for eps in (0.5, 2.0):
         out = _method_outcome(method, eps, data)
         assert out.privacy.epsilon == eps and out.privacy.delta == 0.0
-        assert out.privacy.neighboring_relation == "label_substitution"
+        assert out.privacy.neighboring_relation is accounting.LABEL_SUBSTITUTION
         assert out.details["sensitivity"] == data.label_upper - data.label_lower
         # integer labels: the discrete mechanism, whose exact matrix over the range is eps-DP
         matrix_fn = R.laplace_transition_matrix if kind == "laplace" else R.staircase_transition_matrix

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from labeldp import accounting
 from labeldp.methods.base import RunSpec
 from labeldp.regression.pipeline import PRIOR_EPSILON, prior_epsilon, run_label_randomizer, validation_split
 from labeldp.regression.randomizers import additive, optimal_unbiased_randomizer_fn, rr_on_bins_randomizer
@@ -36,7 +37,7 @@ def test_prior_budget_and_split_of_eps(data, method):
     assert res.details["epsilon1"] == eps1
     assert math.isclose(res.details["epsilon2"], 2.0 - eps1)
     assert math.isclose(res.privacy.epsilon, res.details["epsilon1"] + res.details["epsilon2"])
-    assert res.privacy.neighboring_relation == "label_substitution" and res.privacy.delta == 0.0
+    assert res.privacy.neighboring_relation is accounting.LABEL_SUBSTITUTION and res.privacy.delta == 0.0
     assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=2.0))
     # the randomizer that ran is eps2-DP (its exact matrix), so the total is eps1 + eps2
     assert res.details["dp_ratio_log"] <= res.details["epsilon2"] + 1e-9
