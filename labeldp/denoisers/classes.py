@@ -48,6 +48,11 @@ class Denoiser:
         del rows, k, params
         return None
 
+    @property
+    def projection(self) -> str | None:
+        """Which convex-hull projection runs, by name (the hull denoisers), else None."""
+        return None
+
     def __call__(self, noisy_grad, *, logits_fn, params, x, mask=None, x_alt=None, alt_mask=None):
         raise NotImplementedError
 
@@ -140,6 +145,17 @@ class _ConvBase(Denoiser):
     def converged(self) -> bool:
         """True when this is not the paper's form (see the class docstring)."""
         return (self.vertices, self.coefficient_set, self.start, self.tol) != ("raw", "joint", "uniform", None)
+
+    @property
+    def projection(self) -> str:
+        """Which projection runs, by name (the ``projection`` option of ``labeldp_pro``):
+        ``paper_pgd`` (000's form, plain PGD), ``paper_form_fista`` (000's form with momentum),
+        ``converged`` (the converged projection's defaults) or ``converged_variant`` (the
+        converged projection with other vertices / coefficients / start)."""
+        if not self.converged:
+            return "paper_pgd" if self.momentum == "none" else "paper_form_fista"
+        defaults = (self.vertices, self.coefficient_set, self.start) == ("clipped", "joint", "predicted")
+        return "converged" if defaults else "converged_variant"
 
     @property
     def hull_options(self) -> HullOptions:
@@ -384,6 +400,10 @@ class UserSum(Denoiser):
 
     def host_loop(self, *trees: PyTree) -> bool:
         return self.inner.host_loop(*trees)
+
+    @property
+    def projection(self) -> str | None:
+        return self.inner.projection
 
     def projection_solver(self, *, rows: int, k: int, params: PyTree) -> str | None:
         return self.inner.projection_solver(rows=rows, k=k, params=params)

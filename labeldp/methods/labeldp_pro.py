@@ -11,6 +11,10 @@ Implementation options (same algorithm, recorded in the result's ``details``):
 ``projection_solver`` (``auto`` | ``matrix_free`` | ``jacobian`` | ``gram``, see :mod:`labeldp.denoisers`)
 and, for the converged projection, ``projection_algorithm`` (``fista`` | ``pairwise_frank_wolfe``, the
 latter with the ``gram`` solver; :mod:`labeldp.denoisers.hull_gram`).
+Which projection runs is ONE option, ``projection`` (:data:`PROJECTIONS`): ``paper_pgd`` (000 Section
+3.2 and Appendix C) or ``converged`` (the default). The knobs below refine it for ablations; a knob
+that contradicts the named projection is refused, and the record says which ran
+(``details.projection``).
 Projection options (:data:`HULL_DEFAULTS`; :mod:`labeldp.denoisers.hull_converged`):
 ``vertices`` (``clipped`` to C | ``raw``), ``coefficient_set`` (``joint`` | ``per_example``),
 ``projection_start`` (``predicted`` | ``uniform``) and ``projection_tol`` (a relative Frank-Wolfe
@@ -27,6 +31,7 @@ DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, us
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
 _HULL_OPTIONS = (
+    "projection",
     "projection_momentum",
     "projection_solver",
     "vertices",
@@ -53,6 +58,57 @@ HULL_DEFAULTS = {
     "projection_start": "predicted",
     "projection_tol": 1e-3,
 }
+
+
+#: The projections by name (the ``projection`` option): each sets the knobs that decide what runs.
+PROJECTIONS = {
+    # 000 Section 3.2 / Appendix C: raw per-class gradients as vertices, one simplex, the uniform
+    # start, exactly ``proj_steps`` plain projected-gradient steps
+    "paper_pgd": {
+        "vertices": "raw",
+        "coefficient_set": "joint",
+        "projection_start": "uniform",
+        "projection_tol": None,
+        "projection_momentum": "none",
+    },
+    # the converged projection (HULL_DEFAULTS), FISTA to a Frank-Wolfe gap
+    "converged": {**HULL_DEFAULTS, "projection_momentum": "nesterov"},
+}
+
+
+def projection_options(options) -> dict:
+    """The projection knobs a variant's options describe.
+
+    With ``projection`` named, its :data:`PROJECTIONS` entry, refined by any knob the variant also
+    sets; without it, :data:`HULL_DEFAULTS` refined by the knobs, the momentum following the form
+    (``none`` for the paper's, ``nesterov`` otherwise), as variants written before the option were.
+
+    Raises:
+      ValueError: an unknown projection name, or a knob that makes a named ``paper_pgd`` converge
+        (or a named ``converged`` run the paper's form), naming the knob.
+    """
+    name = options.get("projection")
+    if name is not None and name not in PROJECTIONS:
+        raise ValueError(f"projection must be one of {sorted(PROJECTIONS)}, got {name!r}")
+    knobs = ("vertices", "coefficient_set", "projection_start", "projection_tol", "projection_momentum")
+    opt = {**(PROJECTIONS[name] if name else HULL_DEFAULTS), **{k: options[k] for k in knobs if k in options}}
+    form = ("vertices", "coefficient_set", "projection_start", "projection_tol")
+    paper = PROJECTIONS["paper_pgd"]
+    paper_form = all(opt[k] == paper[k] for k in form)
+    if name == "paper_pgd" and not paper_form:
+        changed = [k for k in form if opt[k] != paper[k]]
+        raise ValueError(
+            f"projection: paper_pgd is 000's form, but the variant also sets {changed}, which makes it the "
+            "converged projection: drop those options or name projection: converged"
+        )
+    if name == "converged" and paper_form:
+        raise ValueError(
+            "projection: converged, but the variant's vertices / coefficient_set / projection_start / "
+            "projection_tol are 000's form: name projection: paper_pgd instead"
+        )
+    if "projection_momentum" not in opt:
+        opt["projection_momentum"] = "none" if paper_form else "nesterov"
+    return opt
 
 
 def projection_step_size(value) -> float | str:
@@ -90,20 +146,14 @@ def make_denoiser_for(spec: RunSpec):
     hp = spec.hparams
     if name == "self_span":
         return denoisers.self_span(iters=int(hp["proj_steps"]))
-    opt = {**HULL_DEFAULTS, **spec.options}
+    opt = projection_options(spec.options)
     tol = opt["projection_tol"]
-    paper_form = (opt["vertices"], opt["coefficient_set"], opt["projection_start"], tol) == (
-        "raw",
-        "joint",
-        "uniform",
-        None,
-    )
     kw = {
         "steps": int(hp["proj_steps"]),
         "step_size": projection_step_size(hp["proj_step_size"]),
         "smoothing": float(hp["smoothing"]),
         "solver": spec.options.get("projection_solver", "auto"),
-        "momentum": spec.options.get("projection_momentum", "none" if paper_form else "nesterov"),
+        "momentum": opt["projection_momentum"],
         "vertices": opt["vertices"],
         "clip_norm": float(hp["clip_norm"]),
         "coefficient_set": opt["coefficient_set"],
@@ -111,9 +161,7 @@ def make_denoiser_for(spec: RunSpec):
         "tol": None if tol is None else float(tol),
         "algorithm": spec.options.get("projection_algorithm", "fista"),
     }
-    if name == "alt_conv":
-        return denoisers.alt_conv(**kw)
-    return denoisers.self_conv(**kw)
+    return denoisers.alt_conv(**kw) if name == "alt_conv" else denoisers.self_conv(**kw)
 
 
 def run(data, spec: RunSpec) -> MethodResult:

@@ -297,6 +297,7 @@ def finish_private_run(run: PreparedRun, loop: DPLoopResult) -> MethodResult:
             "amplification_claimed": run.amplification,
             "alt_batch_size": run.n2 if run.denoiser.uses_alt_batch else None,
             "projection_solver": run.projection_solver,
+            "projection": run.denoiser.projection,
             **run.step.describe(),
             **validation,
             **_projection_summary(loop.diagnostics),

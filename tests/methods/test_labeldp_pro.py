@@ -102,6 +102,54 @@ def test_options_choose_momentum_and_solver():
         make_denoiser_for(RunSpec(**{**spec.__dict__, "options": {"denoiser": "alt_conv", "projection_solver": "x"}}))
 
 
+def _pro_spec(options, variant="v"):
+    hp = dict(
+        learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=7, smoothing=0.8
+    )
+    return RunSpec(
+        dataset="mnist",
+        method="labeldp_pro",
+        variant=variant,
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams=hp,
+        options={"denoiser": "alt_conv", **options},
+    )
+
+
+def test_the_projection_is_one_explicit_option():
+    """``projection: paper_pgd`` is exactly the four knobs the paper-form variants set, with plain
+    PGD; ``projection: converged`` is what a variant that says nothing runs; knobs that contradict
+    the named projection are refused; the denoiser names what runs (the record's
+    ``details.projection``)."""
+    legacy_paper = make_denoiser_for(
+        _pro_spec({"vertices": "raw", "projection_start": "uniform", "projection_tol": None})
+    )
+    paper = make_denoiser_for(_pro_spec({"projection": "paper_pgd"}))
+    assert paper == legacy_paper and paper.projection == "paper_pgd" and not paper.converged
+    assert paper.momentum == "none" and paper.tol is None and paper.vertices == "raw"
+    converged = make_denoiser_for(_pro_spec({"projection": "converged"}))
+    assert converged == make_denoiser_for(_pro_spec({})) and converged.projection == "converged"
+    assert (converged.vertices, converged.start, converged.tol, converged.momentum) == (
+        "clipped",
+        "predicted",
+        1e-3,
+        "nesterov",
+    )
+    # refinements keep the named projection; the ablation knobs of labeldp_pro_cpu.yaml still work
+    assert make_denoiser_for(_pro_spec({"projection": "converged", "vertices": "raw"})).projection == (
+        "converged_variant"
+    )
+    fista = make_denoiser_for(_pro_spec({"projection": "paper_pgd", "projection_momentum": "nesterov"}))
+    assert fista.projection == "paper_form_fista"
+    with pytest.raises(ValueError, match="projection_tol"):
+        make_denoiser_for(_pro_spec({"projection": "paper_pgd", "projection_tol": 1e-3}))
+    with pytest.raises(ValueError, match="projection must be one of"):
+        make_denoiser_for(_pro_spec({"projection": "pgd"}))
+    assert D.noop().projection is None
+
+
 @pytest.mark.parametrize("momentum", ["none", "nesterov"])
 def test_jacobian_solver_matches_matrix_free_on_the_cnn(cnn_problem, momentum):
     """Materialising G^T row by row is exact for the convolutional model training uses (float32)."""
