@@ -16,12 +16,12 @@ Accountant = Literal["pld", "rdp"]
 
 #: Default PLD value discretisation interval relative to the epsilon measured.
 RELATIVE_DISCRETIZATION = 1e-3
-_MAX_VDI = 1e-2
-_MIN_VDI = 1e-6
+MAX_VDI = 1e-2
+MIN_VDI = 1e-6
 #: Relative tolerance on the noise multiplier in calibration.
-_SIGMA_RTOL = 1e-4
-_SIGMA_MIN = 1e-3
-_SIGMA_MAX = 1e7
+SIGMA_RTOL = 1e-4
+SIGMA_MIN = 1e-3
+SIGMA_MAX = 1e7
 #: A neighbouring relation is ``dp_accounting``'s enum everywhere in the code; its name below
 #: (``"add_or_remove"``, ``"label_substitution"``) appears only in YAML configs and JSON records.
 Relation = dp_accounting.NeighboringRelation
@@ -47,7 +47,7 @@ _LEGACY_NAMES = {"add_or_remove_one": "add_or_remove"}
 # ---------------------------------------------------------------------------
 
 
-def _check_positive(value: Any, name: str) -> float:
+def check_positive(value: Any, name: str) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -57,7 +57,7 @@ def _check_positive(value: Any, name: str) -> float:
     return v
 
 
-def _check_sampling_rate(q: Any) -> float:
+def check_sampling_rate(q: Any) -> float:
     try:
         v = float(q)
     except (TypeError, ValueError):
@@ -67,13 +67,13 @@ def _check_sampling_rate(q: Any) -> float:
     return v
 
 
-def _check_steps(steps: Any) -> int:
+def check_steps(steps: Any) -> int:
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1 (number of noisy gradient steps), got {steps!r}.")
     return int(steps)
 
 
-def _check_delta(delta: Any, name: str = "delta") -> float:
+def check_delta(delta: Any, name: str = "delta") -> float:
     try:
         v = float(delta)
     except (TypeError, ValueError):
@@ -83,7 +83,7 @@ def _check_delta(delta: Any, name: str = "delta") -> float:
     return v
 
 
-def _check_accountant(accountant: Any) -> str:
+def check_accountant(accountant: Any) -> str:
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"accountant must be 'pld' (default) or 'rdp', got {accountant!r}.")
     return accountant
@@ -137,7 +137,7 @@ def check_relation(relation: Any) -> str:
     return relation_name(relation)
 
 
-def _check_accountant_relation(accountant: str, relation: Relation) -> None:
+def check_accountant_relation(accountant: str, relation: Relation) -> None:
     if accountant == "rdp" and relation is not ADD_OR_REMOVE:
         raise ValueError(
             "dp_accounting's RDP accountant has no REPLACE_ONE analysis of the "
@@ -146,7 +146,7 @@ def _check_accountant_relation(accountant: str, relation: Relation) -> None:
         )
 
 
-def _check_vdi(vdi: Any) -> Optional[float]:
+def check_vdi(vdi: Any) -> Optional[float]:
     if vdi is None:
         return None
-    return _check_positive(vdi, "value_discretization_interval")
+    return check_positive(vdi, "value_discretization_interval")

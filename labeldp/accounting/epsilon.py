@@ -18,18 +18,18 @@ from labeldp.accounting.checks import (
     DEFAULT_RELATION,
     RELATIVE_DISCRETIZATION,
     Accountant,
-    _MAX_VDI,
-    _MIN_VDI,
-    _SIGMA_MAX,
-    _SIGMA_MIN,
-    _SIGMA_RTOL,
-    _check_accountant,
-    _check_accountant_relation,
-    _check_delta,
-    _check_positive,
-    _check_sampling_rate,
-    _check_steps,
-    _check_vdi,
+    MAX_VDI,
+    MIN_VDI,
+    SIGMA_MAX,
+    SIGMA_MIN,
+    SIGMA_RTOL,
+    check_accountant,
+    check_accountant_relation,
+    check_delta,
+    check_positive,
+    check_sampling_rate,
+    check_steps,
+    check_vdi,
     LABEL_SUBSTITUTION,
     Relation,
     to_relation,
@@ -57,9 +57,9 @@ def dpsgd_event(
       steps)``, or ``SelfComposedDpEvent(GaussianDpEvent(sigma), steps)``
       without amplification.
     """
-    sigma = _check_positive(noise_multiplier, "noise_multiplier")
-    q = _check_sampling_rate(sampling_rate)
-    t = _check_steps(steps)
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
+    q = check_sampling_rate(sampling_rate)
+    t = check_steps(steps)
     if not isinstance(amplification, bool):
         raise ValueError(f"amplification must be True or False, got {amplification!r}.")
     gaussian = dp_accounting.GaussianDpEvent(sigma)
@@ -87,19 +87,19 @@ def make_accountant(
     Returns:
       An empty accountant.
     """
-    accountant = _check_accountant(accountant)
+    accountant = check_accountant(accountant)
     relation = to_relation(neighboring_relation)
-    _check_accountant_relation(accountant, relation)
+    check_accountant_relation(accountant, relation)
     if accountant == "rdp":
         return rdp_privacy_accountant.RdpAccountant()
-    vdi = _check_vdi(value_discretization_interval)
+    vdi = check_vdi(value_discretization_interval)
     return pld_privacy_accountant.PLDAccountant(
         neighboring_relation=relation, value_discretization_interval=1e-3 if vdi is None else vdi
     )
 
 
 def _clamp_vdi(vdi: float) -> float:
-    return min(_MAX_VDI, max(_MIN_VDI, vdi))
+    return min(MAX_VDI, max(MIN_VDI, vdi))
 
 
 def _epsilon(
@@ -117,7 +117,7 @@ def _pld_epsilon_adaptive(
     event: dp_event_lib.DpEvent, delta: float, relation: Relation = DEFAULT_RELATION
 ) -> tuple[float, float]:
     """PLD epsilon with VDI <= RELATIVE_DISCRETIZATION * epsilon."""
-    vdi = _MAX_VDI
+    vdi = MAX_VDI
     eps = _epsilon(event, delta, "pld", vdi, relation)
     for _ in range(8):
         wanted = _clamp_vdi(RELATIVE_DISCRETIZATION * eps)
@@ -152,11 +152,11 @@ def event_epsilon(
     Returns:
       ``(epsilon, vdi used)`` (vdi None for RDP).
     """
-    delta = _check_delta(delta)
-    accountant = _check_accountant(accountant)
+    delta = check_delta(delta)
+    accountant = check_accountant(accountant)
     relation = to_relation(neighboring_relation)
-    _check_accountant_relation(accountant, relation)
-    vdi = _check_vdi(value_discretization_interval)
+    check_accountant_relation(accountant, relation)
+    vdi = check_vdi(value_discretization_interval)
     if accountant == "rdp":
         return _epsilon(event, delta, "rdp", None, relation), None
     if vdi is not None:
@@ -217,9 +217,9 @@ def _bracket(eps_of: Callable[[float], float], target: float, start: float) -> t
         hi = 2.0 * sigma
         while eps_of(hi) > target:
             lo, hi = hi, 2.0 * hi
-            if hi > _SIGMA_MAX:
+            if hi > SIGMA_MAX:
                 raise ValueError(
-                    f"target_epsilon={target} needs noise_multiplier > {_SIGMA_MAX:g}; "
+                    f"target_epsilon={target} needs noise_multiplier > {SIGMA_MAX:g}; "
                     "increase target_epsilon or reduce steps / sampling_rate."
                 )
     else:
@@ -227,10 +227,10 @@ def _bracket(eps_of: Callable[[float], float], target: float, start: float) -> t
         lo = 0.5 * sigma
         while eps_of(lo) <= target:
             lo, hi = 0.5 * lo, lo
-            if lo < _SIGMA_MIN:
+            if lo < SIGMA_MIN:
                 raise ValueError(
                     f"target_epsilon={target} is met with noise_multiplier < "
-                    f"{_SIGMA_MIN:g}; that is no meaningful privacy -- lower "
+                    f"{SIGMA_MIN:g}; that is no meaningful privacy -- lower "
                     "target_epsilon."
                 )
     return lo, hi
@@ -278,10 +278,10 @@ def _calibrate(
         if coarse != vdi:
             while fine(lo) <= target_epsilon:
                 lo, hi = 0.5 * lo, lo
-                if lo < _SIGMA_MIN:
+                if lo < SIGMA_MIN:
                     raise ValueError(
                         f"target_epsilon={target_epsilon} is met with noise_multiplier "
-                        f"< {_SIGMA_MIN:g}; lower target_epsilon."
+                        f"< {SIGMA_MIN:g}; lower target_epsilon."
                     )
 
     sigma = dp_accounting.calibrate_dp_mechanism(
@@ -290,24 +290,24 @@ def _calibrate(
         target_epsilon,
         target_delta,
         bracket_interval=dp_accounting.ExplicitBracketInterval(lo, hi),
-        tol=_SIGMA_RTOL * lo,
+        tol=SIGMA_RTOL * lo,
     )
     return float(sigma), vdi
 
 
 def _check_calibration(target_epsilon, target_delta, accountant, sampling_rate, steps, vdi, relation):
-    target_epsilon = _check_positive(target_epsilon, "target_epsilon")
-    target_delta = _check_delta(target_delta, "target_delta")
-    accountant = _check_accountant(accountant)
+    target_epsilon = check_positive(target_epsilon, "target_epsilon")
+    target_delta = check_delta(target_delta, "target_delta")
+    accountant = check_accountant(accountant)
     relation = to_relation(relation)
-    _check_accountant_relation(accountant, relation)
+    check_accountant_relation(accountant, relation)
     return (
         target_epsilon,
         target_delta,
         accountant,
-        _check_sampling_rate(sampling_rate),
-        _check_steps(steps),
-        _check_vdi(vdi),
+        check_sampling_rate(sampling_rate),
+        check_steps(steps),
+        check_vdi(vdi),
         relation,
     )
 

@@ -18,13 +18,13 @@ from labeldp.accounting.checks import (
     DEFAULT_RELATION,
     RELATIONS,
     Accountant,
-    _check_accountant,
-    _check_accountant_relation,
-    _check_delta,
-    _check_positive,
-    _check_sampling_rate,
-    _check_steps,
-    _check_vdi,
+    check_accountant,
+    check_accountant_relation,
+    check_delta,
+    check_positive,
+    check_sampling_rate,
+    check_steps,
+    check_vdi,
     Relation,
     relation_name,
     to_relation,
@@ -182,14 +182,14 @@ def dpsgd_record(
       The record, with ``epsilon = dpsgd_epsilon(...)`` under
       ``neighboring_relation`` and the epsilon under every relation.
     """
-    sigma = _check_positive(noise_multiplier, "noise_multiplier")
-    q = _check_sampling_rate(sampling_rate)
-    t = _check_steps(steps)
-    delta = _check_delta(delta)
-    accountant = _check_accountant(accountant)
+    sigma = check_positive(noise_multiplier, "noise_multiplier")
+    q = check_sampling_rate(sampling_rate)
+    t = check_steps(steps)
+    delta = check_delta(delta)
+    accountant = check_accountant(accountant)
     relation = to_relation(neighboring_relation)
-    _check_accountant_relation(accountant, relation)
-    vdi = _check_vdi(value_discretization_interval)
+    check_accountant_relation(accountant, relation)
+    vdi = check_vdi(value_discretization_interval)
     return _record(
         sigma=sigma,
         q=q,

@@ -100,7 +100,7 @@ def _auc(model, params, data) -> float:
 def _user_denoiser(spec: RunSpec, k: int):
     """LabelDP-Pro's user-level AltConv (module docstring) and the alternative batch size in users."""
     from labeldp.denoisers import UserSum
-    from labeldp.methods.labeldp_pro import make_denoiser_for
+    from labeldp.methods.pro_denoiser import make_denoiser_for
 
     opts = {o: v for o, v in spec.options.items() if o != "examples_per_user"}
     if opts.get("denoiser", "alt_conv") != "alt_conv":
@@ -165,7 +165,7 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
             "labeldp.selection) are implemented for image data only; remove them from the variant"
         )
     if method == "labeldp_pro":  # the variant's denoiser options go to the user-level AltConv
-        from labeldp.methods.labeldp_pro import OPTIONS as PRO_OPTIONS
+        from labeldp.methods.pro_denoiser import OPTIONS as PRO_OPTIONS
 
         check_options(spec, ADS_OPTIONS + PRO_OPTIONS, method)
     else:

@@ -73,6 +73,7 @@ import numpy as np
 from .fetch import file_digests, locate_raw_file
 from .rawformats import is_standin_dir, read_standin_marker
 from .tabular import TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular
+from .criteo_attribution_format import ARCHIVE, COLUMNS, MEMBER  # the raw format's names (their own module)
 from .criteo_attribution_standin import write_standin  # the stand-in writer (its own module)
 
 __all__ = [
@@ -91,24 +92,6 @@ __all__ = [
     "write_standin",
 ]
 
-ARCHIVE = "criteo-research-attribution-dataset.zip"
-MEMBER = "criteo_attribution_dataset.tsv.gz"
-COLUMNS = (
-    "timestamp",
-    "uid",
-    "campaign",
-    "conversion",
-    "conversion_timestamp",
-    "conversion_id",
-    "attribution",
-    "click",
-    "click_pos",
-    "click_nb",
-    "cost",
-    "cpo",
-    "time_since_last_click",
-    *(f"cat{i}" for i in range(1, 10)),
-)
 LABEL = "last_touch_attribution_conversion"
 USER = "uid"
 CATEGORICAL_FEATURES = ("campaign", *(f"cat{i}" for i in range(1, 10)))

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .criteo_attribution_format import ARCHIVE, COLUMNS, MEMBER
+
 __all__ = ["write_standin"]
 
 _STANDIN_CARDINALITIES = {
@@ -58,7 +60,6 @@ def write_standin(
     """
     import pandas as pd
 
-    from .criteo_attribution import ARCHIVE, COLUMNS, MEMBER
     from .rawformats import write_standin_marker
 
     if n_rows < 40:

@@ -98,10 +98,13 @@ from .criteo_pctr_reader import (  # the raw format and its streaming reader (th
     COLUMNS,
     LABEL,
     MEMBER,
+    MIN_ROWS,
     NUMERICAL_FEATURES,
     OLD_ARCHIVE_NAME,
     README_MEMBER,
     TEST_MEMBER,
+    log_transform,
+    split_sizes,
     _archive_path,
     _blocks,
     _count_rows,
@@ -142,15 +145,6 @@ FIXED_OVERHEAD_BYTES = (
     96 << 20
 )  # np.savez's 16 MiB write buffer and its copy, small tables, allocator slack (a fresh-clone CI measured 0.3 MiB over 64)
 BLOCK_OVERHEAD_FACTOR = 8  # a parsed block (raw bytes, tokens, columns) holds at most ~8x BLOCK_BYTES
-MIN_ROWS = 10  # floor(0.1 n) >= 1: every split non-empty
-
-
-def log_transform(x: np.ndarray) -> np.ndarray:
-    """002's "log transform" of the integer features: ``sign(x) * log(1 + |x|)`` (``log(1 + x)`` for
-    ``x >= 0``); NaN (missing) becomes 0. Returns float64."""
-    x = np.asarray(x, dtype=np.float64)
-    out = np.sign(x) * np.log1p(np.abs(x))
-    return np.where(np.isnan(x), 0.0, out)
 
 
 def expected_peak_increase_bytes(n_rows: int, n_distinct: int = 0) -> int:
@@ -166,12 +160,6 @@ def expected_peak_increase_bytes(n_rows: int, n_distinct: int = 0) -> int:
         + BLOCK_OVERHEAD_FACTOR * _reader.BLOCK_BYTES
         + FIXED_OVERHEAD_BYTES
     )
-
-
-def split_sizes(n: int) -> tuple[int, int, int]:
-    """(n_train, n_val, n_test) of 002's chronological 80/10/10 split of ``n`` rows, in file order."""
-    n_train, n_val = (8 * n) // 10, n // 10
-    return n_train, n_val, n - n_train - n_val
 
 
 def _peak_rss() -> tuple[int, str]:

@@ -49,6 +49,22 @@ NUMERICAL_FEATURES = tuple(f"I{k}" for k in range(1, 14))
 CATEGORICAL_FEATURES = tuple(f"C{k}" for k in range(1, 27))
 COLUMNS = (LABEL,) + NUMERICAL_FEATURES + CATEGORICAL_FEATURES
 BLOCK_BYTES = 8 << 20  # bytes of complete lines parsed at a time (a parsed block holds ~4x this)
+MIN_ROWS = 10  # floor(0.1 n) >= 1: every split non-empty
+
+
+def log_transform(x: np.ndarray) -> np.ndarray:
+    """002's "log transform" of the integer features: ``sign(x) * log(1 + |x|)`` (``log(1 + x)`` for
+    ``x >= 0``); NaN (missing) becomes 0. Returns float64."""
+    x = np.asarray(x, dtype=np.float64)
+    out = np.sign(x) * np.log1p(np.abs(x))
+    return np.where(np.isnan(x), 0.0, out)
+
+
+def split_sizes(n: int) -> tuple[int, int, int]:
+    """(n_train, n_val, n_test) of 002's chronological 80/10/10 split of ``n`` rows, in file order."""
+    n_train, n_val = (8 * n) // 10, n // 10
+    return n_train, n_val, n - n_train - n_val
+
 
 _FIX = (
     "the file is not the Display Advertising Challenge train.txt (40 tab-separated columns: label, I1..I13, "

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .criteo_pctr_reader import ARCHIVE, MEMBER, MIN_ROWS, README_MEMBER, TEST_MEMBER, log_transform, split_sizes
+
 __all__ = ["write_standin"]
 
 # The planted signal: fixed tables (the same for every seed), so a stand-in is learnable by design.
@@ -82,7 +84,6 @@ _INT_LOGMEAN = (0.8, 3.0, 2.5, 1.8, 7.5, 4.0, 1.2, 2.4, 3.5, 0.3, 0.6, 0.2, 1.4)
 
 
 def _standin_rows(rng: np.random.Generator, n: int, *, labelled: bool) -> str:
-    from .criteo_pctr import log_transform
 
     fixed = np.random.default_rng(_SIGNAL_SEED)
     hashes = [fixed.choice(1 << 32, size=k, replace=False) for k in _CARDINALITIES]
@@ -144,7 +145,6 @@ def write_standin(
     Returns:
       ``[path of the archive]``.
     """
-    from .criteo_pctr import ARCHIVE, MEMBER, MIN_ROWS, README_MEMBER, TEST_MEMBER, split_sizes
     from .rawformats import write_standin_marker
 
     if n_rows < MIN_ROWS:

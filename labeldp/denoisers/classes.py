@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from labeldp.denoisers.hull import _simplex_least_squares, _smooth
 from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection, resolve_hull_solver
-from labeldp.denoisers.linear_maps import LoopKind, PyTree, SolverKind, _check_solver, resolve_loop, resolve_solver
+from labeldp.denoisers.linear_maps import LoopKind, PyTree, SolverKind, check_solver, resolve_loop, resolve_solver
 from labeldp.denoisers.span import span_projection
 
 
@@ -130,7 +130,7 @@ class _ConvBase(Denoiser):
     algorithm: str = "fista"
 
     def __post_init__(self):
-        _check_solver(self.solver)
+        check_solver(self.solver)
         if not self.converged and self.algorithm != "fista":
             raise ValueError(
                 f"projection algorithm {self.algorithm!r} needs the converged projection (set projection_tol); "

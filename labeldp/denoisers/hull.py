@@ -12,19 +12,19 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from labeldp.denoisers.linear_maps import (
-    _HIGHEST,
+    HIGHEST,
     LogitsFn,
     LoopKind,
     PyTree,
     SolverKind,
     _apply_g,
-    _jacobian_maps,
+    jacobian_maps,
     _jacobian_rows,
-    _linear_maps,
-    _LinearMaps,
-    _tree_map,
-    _tree_sqnorm,
-    _tree_sub,
+    linearize_losses,
+    LinearMaps,
+    tree_map,
+    tree_sqnorm,
+    tree_sub,
     per_class_losses,
     resolve_loop,
     resolve_solver,
@@ -59,31 +59,31 @@ class SimplexLSResult(NamedTuple):
     step_size: jax.Array
 
 
-def _pgd_init(maps: _LinearMaps, g: PyTree, alpha0: jax.Array) -> _PGDState:
+def _pgd_init(maps: LinearMaps, g: PyTree, alpha0: jax.Array) -> _PGDState:
     g_alpha = maps.g(alpha0)
-    obj = _tree_sqnorm(_tree_sub(g_alpha, g))
+    obj = tree_sqnorm(tree_sub(g_alpha, g))
     return _PGDState(alpha0, g_alpha, alpha0, g_alpha, jnp.ones((), alpha0.dtype), obj)
 
 
-def _pgd_iter(maps: _LinearMaps, g: PyTree, mask2d, st: _PGDState, eta, momentum: bool) -> _PGDState:
+def _pgd_iter(maps: LinearMaps, g: PyTree, mask2d, st: _PGDState, eta, momentum: bool) -> _PGDState:
     if momentum:
         t_next = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * st.t * st.t))
         m = (st.t - 1.0) / t_next
         y = st.alpha + m * (st.alpha - st.alpha_prev)
-        g_y = _tree_map(lambda a, b: a + m * (a - b), st.g_alpha, st.g_alpha_prev)  # G y by linearity
+        g_y = tree_map(lambda a, b: a + m * (a - b), st.g_alpha, st.g_alpha_prev)  # G y by linearity
     else:
         y, g_y = st.alpha, st.g_alpha
-    grad = 2.0 * maps.gt(_tree_sub(g_y, g))  # 2 G^T (G y - g)
+    grad = 2.0 * maps.gt(tree_sub(g_y, g))  # 2 G^T (G y - g)
     alpha = project_simplex(y - eta * grad, mask=mask2d)
     g_alpha = maps.g(alpha)
-    obj = _tree_sqnorm(_tree_sub(g_alpha, g))
+    obj = tree_sqnorm(tree_sub(g_alpha, g))
     if momentum:
         t_new = jnp.where(obj > st.obj, jnp.ones_like(t_next), t_next)  # function-value restart
         return _PGDState(alpha, g_alpha, st.alpha, st.g_alpha, t_new, obj)
     return _PGDState(alpha, g_alpha, st.alpha_prev, st.g_alpha_prev, st.t, obj)
 
 
-def _power_step(maps: _LinearMaps, u: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _power_step(maps: LinearMaps, u: jax.Array) -> tuple[jax.Array, jax.Array]:
     w = maps.gt(maps.g(u))
     lam = jnp.vdot(u, w)
     return w / jnp.maximum(jnp.linalg.norm(w), 1e-30), lam
@@ -105,7 +105,7 @@ def _power_start(f, params, x, mask):
 _power_start_jit = jax.jit(_power_start, static_argnames=("f",))
 
 
-def _power_loop(maps: _LinearMaps, u: jax.Array, iters: int) -> jax.Array:
+def _power_loop(maps: LinearMaps, u: jax.Array, iters: int) -> jax.Array:
     """``2 lambda_max(G^T G)`` after ``iters`` power iterations from ``u`` (one ``fori_loop``)."""
     _, lam = jax.lax.fori_loop(0, iters, lambda _, c: _power_step(maps, c[0]), (u, jnp.zeros((), u.dtype)))
     return 2.0 * lam
@@ -113,12 +113,12 @@ def _power_loop(maps: _LinearMaps, u: jax.Array, iters: int) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("f", "iters"))
 def _lipschitz_fori(f, params, x, mask, iters):
-    return _power_loop(_linear_maps(f, params, x, mask), _power_start(f, params, x, mask), iters)
+    return _power_loop(linearize_losses(f, params, x, mask), _power_start(f, params, x, mask), iters)
 
 
 @functools.partial(jax.jit, static_argnames=("f", "n_iters"))
 def _lipschitz_chunk(f, params, x, mask, u, n_iters):
-    maps = _linear_maps(f, params, x, mask)
+    maps = linearize_losses(f, params, x, mask)
     lam = jnp.zeros((), u.dtype)
     for _ in range(n_iters):
         u, lam = _power_step(maps, u)
@@ -177,7 +177,7 @@ def _resolve_alpha0(init, n, k, mask, dtype):
     return project_simplex(a0, mask=m2)
 
 
-def _pgd_loop(maps: _LinearMaps, g: PyTree, mask, alpha0, eta, steps: int, momentum: bool):
+def _pgd_loop(maps: LinearMaps, g: PyTree, mask, alpha0, eta, steps: int, momentum: bool):
     """``steps`` PGD/FISTA iterations in one ``lax.fori_loop``; returns (alpha, G alpha, objectives, obj0)."""
     n, k = alpha0.shape
     m2 = None if mask is None else jnp.broadcast_to(mask[:, None] > 0, (n, k))
@@ -195,7 +195,7 @@ def _pgd_loop(maps: _LinearMaps, g: PyTree, mask, alpha0, eta, steps: int, momen
 
 
 def _pgd_core_fori(f, params, x, mask, g, alpha0, eta, steps, momentum):
-    return _pgd_loop(_linear_maps(f, params, x, mask), g, mask, alpha0, eta, steps, momentum)
+    return _pgd_loop(linearize_losses(f, params, x, mask), g, mask, alpha0, eta, steps, momentum)
 
 
 _pgd_fori = jax.jit(_pgd_core_fori, static_argnames=("f", "steps", "momentum"))
@@ -204,22 +204,22 @@ _pgd_fori = jax.jit(_pgd_core_fori, static_argnames=("f", "steps", "momentum"))
 @functools.partial(jax.jit, static_argnames=("steps", "momentum"))
 def _pgd_jacobian(jt, g_flat, mask, alpha0, eta, steps, momentum):
     n, k = alpha0.shape
-    return _pgd_loop(_jacobian_maps(jt, n, k), g_flat, mask, alpha0, eta, steps, momentum)
+    return _pgd_loop(jacobian_maps(jt, n, k), g_flat, mask, alpha0, eta, steps, momentum)
 
 
 @functools.partial(jax.jit, static_argnames=("n", "k", "iters"))
 def _lipschitz_jacobian(jt, mask, n, k, iters):
-    return _power_loop(_jacobian_maps(jt, n, k), _unit_start((n, k), jt.dtype, mask), iters)
+    return _power_loop(jacobian_maps(jt, n, k), _unit_start((n, k), jt.dtype, mask), iters)
 
 
 @functools.partial(jax.jit, static_argnames=("f",))
 def _pgd_start(f, params, x, mask, g, alpha0):
-    return _pgd_init(_linear_maps(f, params, x, mask), g, alpha0)
+    return _pgd_init(linearize_losses(f, params, x, mask), g, alpha0)
 
 
 @functools.partial(jax.jit, static_argnames=("f", "n_iters", "momentum"))
 def _pgd_chunk(f, params, x, mask, g, st, eta, n_iters, momentum):
-    maps = _linear_maps(f, params, x, mask)
+    maps = linearize_losses(f, params, x, mask)
     m2 = None if mask is None else jnp.broadcast_to(mask[:, None] > 0, st.alpha.shape)
     objs = []
     for _ in range(n_iters):
@@ -309,7 +309,7 @@ def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, mom
         a, ga, hist, obj0 = _pgd_jacobian(jt, g_flat, mask, alpha0, eta, steps=steps, momentum=use_m)
 
         def apply_g(u):
-            return unravel(jnp.matmul(u.reshape(-1), jt, precision=_HIGHEST))
+            return unravel(jnp.matmul(u.reshape(-1), jt, precision=HIGHEST))
 
         return SimplexLSResult(a, unravel(ga), hist, obj0, eta), apply_g
 

@@ -47,26 +47,26 @@ import jax.flatten_util
 import jax.numpy as jnp
 
 from labeldp.denoisers.linear_maps import (
-    _HIGHEST,
+    HIGHEST,
     LogitsFn,
     PyTree,
     _jacobian_rows,
-    _linear_maps,
-    _LinearMaps,
-    _param_bytes,
-    _tree_sqnorm,
-    _tree_sub,
+    linearize_losses,
+    LinearMaps,
+    param_bytes,
+    tree_sqnorm,
+    tree_sub,
     JACOBIAN_MAX_BYTES,
     SOLVERS,
 )
 from labeldp.denoisers.hull_gram import ALGORITHMS, solve_gram
+from labeldp.denoisers.hull_rules import fista_step_size, stopping_scale, vertex_weights
 from labeldp.denoisers.coefficient_sets import (
     frank_wolfe_gap,
     project_onto_set,
     project_rows_simplex,
     start_point,
     uniform_point,
-    valid_entries,
 )
 
 VERTICES = ("clipped", "raw")
@@ -192,15 +192,15 @@ class _State(NamedTuple):
     it: jax.Array
 
 
-def _scaled_maps(maps: _LinearMaps, w: jax.Array) -> _LinearMaps:
+def _scaled_maps(maps: LinearMaps, w: jax.Array) -> LinearMaps:
     """``G diag(w)``: clipping and the per-example 1/n as a column scaling."""
-    return _LinearMaps(gt=lambda v: w * maps.gt(v), g=lambda u: maps.g(w * u))
+    return LinearMaps(gt=lambda v: w * maps.gt(v), g=lambda u: maps.g(w * u))
 
 
 def _state0(maps, g, alpha0, mask, per_example):
     ga = maps.g(alpha0)
-    hg = maps.gt(_tree_sub(ga, g))
-    obj = _tree_sqnorm(_tree_sub(ga, g))
+    hg = maps.gt(tree_sub(ga, g))
+    obj = tree_sqnorm(tree_sub(ga, g))
     gap = frank_wolfe_gap(2.0 * hg, alpha0, mask=mask, per_example=per_example)
     return _State(alpha0, ga, hg, alpha0, hg, jnp.ones((), alpha0.dtype), obj, gap, jnp.zeros((), jnp.int32))
 
@@ -212,54 +212,12 @@ def _step(maps, g, mask, per_example, eta, st: _State) -> _State:
     hg_y = st.half_grad + mom * (st.half_grad - st.half_grad_prev)  # G^T (G y - g), by linearity
     alpha = project_onto_set(y - 2.0 * eta * hg_y, mask, per_example)
     ga = maps.g(alpha)
-    r = _tree_sub(ga, g)
+    r = tree_sub(ga, g)
     hg = maps.gt(r)
-    obj = _tree_sqnorm(r)
+    obj = tree_sqnorm(r)
     gap = frank_wolfe_gap(2.0 * hg, alpha, mask=mask, per_example=per_example)
     t_new = jnp.where(obj > st.obj, jnp.ones_like(t_next), t_next)  # function-value restart
     return _State(alpha, ga, hg, st.alpha, st.half_grad, t_new, obj, gap, st.it + 1)
-
-
-def _power(maps, shape, dtype, mask, iters):
-    u = valid_entries(shape, mask).astype(dtype)
-    u = u / jnp.linalg.norm(u)
-    lam = jnp.zeros((), dtype)
-    for _ in range(iters):
-        w = maps.gt(maps.g(u))
-        lam = jnp.vdot(u, w)
-        u = w / jnp.maximum(jnp.linalg.norm(w), 1e-30)
-    return 2.0 * lam
-
-
-def _eta(maps, shape, dtype, mask, power_iters, step):
-    """``1 / (1.05 L)`` with L from power iteration, or ``step`` when 0 < step < that (a larger
-    fixed step would void FISTA's convergence, so it is capped)."""
-    auto = 1.0 / (1.05 * jnp.maximum(_power(maps, shape, dtype, mask, power_iters), 1e-30))
-    return jnp.where(step > 0, jnp.minimum(jnp.asarray(step, dtype), auto), auto)
-
-
-def _scale(norms, w, mask, per_example: bool):
-    """The squared norm of the largest (clipped) vertex, before the per-example 1/n: the scale of
-    the stopping tolerance (C^2 once any vertex reaches C), free of the noise and the labels."""
-    eff = norms * w
-    if per_example:
-        n_real = jnp.sum(mask > 0) if mask is not None else norms.shape[0]
-        eff = eff * jnp.maximum(n_real, 1).astype(eff.dtype)
-    return jnp.maximum(jnp.max(eff) ** 2, 1e-30)
-
-
-def _weights(norms, mask, opts_key):
-    vertices, clip_norm, per_example = opts_key
-    n, k = norms.shape
-    w = jnp.ones((n, k), norms.dtype)
-    if vertices == "clipped":
-        w = jnp.minimum(1.0, clip_norm / jnp.maximum(norms, 1e-30))
-    if mask is not None:
-        w = w * (mask > 0)[:, None].astype(w.dtype)
-    if per_example:
-        n_real = jnp.sum(mask > 0) if mask is not None else n
-        w = w / jnp.maximum(n_real, 1).astype(w.dtype)
-    return w
 
 
 # ---------------------------------------------------------------------------- jacobian solver
@@ -272,14 +230,14 @@ def _solve_jacobian(f, params, x, mask, g, tol, smoothing, step, *, opts_key, st
     n, k = jax.eval_shape(f, params, x).shape
     g_flat, _ = jax.flatten_util.ravel_pytree(g)
     norms = jnp.linalg.norm(jt, axis=1).reshape(n, k)
-    w2 = _weights(norms, mask, opts_key)
-    scale = _scale(norms, w2, mask, per_example)
+    w2 = vertex_weights(norms, mask, opts_key)
+    scale = stopping_scale(norms, w2, mask, per_example)
     w = w2.reshape(-1)
-    maps = _LinearMaps(
-        gt=lambda v: (w * jnp.matmul(jt, v, precision=_HIGHEST)).reshape(n, k),
-        g=lambda u: jnp.matmul(w * u.reshape(-1), jt, precision=_HIGHEST),
+    maps = LinearMaps(
+        gt=lambda v: (w * jnp.matmul(jt, v, precision=HIGHEST)).reshape(n, k),
+        g=lambda u: jnp.matmul(w * u.reshape(-1), jt, precision=HIGHEST),
     )
-    eta = _eta(maps, (n, k), jt.dtype, mask, power_iters, step)
+    eta = fista_step_size(maps, (n, k), jt.dtype, mask, power_iters, step)
     alpha0 = start_point(start, f(params, x), mask, per_example)
     st0 = _state0(maps, g_flat, alpha0, mask, per_example)
     thr = tol * scale
@@ -326,8 +284,8 @@ def column_norms(
 @functools.partial(jax.jit, static_argnames=("f", "opts_key", "start", "power_iters"))
 def _mf_init(f, params, x, mask, g, w, step, *, opts_key, start, power_iters):
     per_example = opts_key[2]
-    maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
-    eta = _eta(maps, w.shape, w.dtype, mask, power_iters, step)
+    maps = _scaled_maps(linearize_losses(f, params, x, mask), w)
+    eta = fista_step_size(maps, w.shape, w.dtype, mask, power_iters, step)
     alpha0 = start_point(start, f(params, x), mask, per_example)
     return _state0(maps, g, alpha0, mask, per_example), eta
 
@@ -337,7 +295,7 @@ def _mf_chunk(f, params, x, mask, g, w, eta, st, thr, *, per_example, n_iters):
     """Up to ``n_iters`` FISTA iterations; each runs only while the gap is above ``thr`` (a
     conditional, so the stop is at the first iterate that meets the tolerance, as in the jacobian
     solver's loop, not at the chunk's end)."""
-    maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
+    maps = _scaled_maps(linearize_losses(f, params, x, mask), w)
     step = functools.partial(_step, maps, g, mask, per_example, eta)
     for _ in range(n_iters):
         st = jax.lax.cond(st.gap > thr, step, lambda s: s, st)
@@ -346,16 +304,16 @@ def _mf_chunk(f, params, x, mask, g, w, eta, st, thr, *, per_example, n_iters):
 
 @functools.partial(jax.jit, static_argnames=("f",))
 def _mf_output(f, params, x, mask, w, alpha, beta, smoothing):
-    maps = _scaled_maps(_linear_maps(f, params, x, mask), w)
-    bias = (1.0 - smoothing) * jnp.sqrt(_tree_sqnorm(maps.g(beta)))
+    maps = _scaled_maps(linearize_losses(f, params, x, mask), w)
+    bias = (1.0 - smoothing) * jnp.sqrt(tree_sqnorm(maps.g(beta)))
     return maps.g(smoothing * alpha + (1.0 - smoothing) * beta), bias
 
 
 def _solve_matrix_free(f, params, x, mask, g, opts: HullOptions, key):
     per_example = key[2]
     norms = column_norms(f, params, x, mask=mask)  # for the clip factors and the tolerance's scale
-    w = _weights(norms, mask, key)
-    scale = _scale(norms, w, mask, per_example)
+    w = vertex_weights(norms, mask, key)
+    scale = stopping_scale(norms, w, mask, per_example)
     st, eta = _mf_init(
         f,
         params,
@@ -386,7 +344,7 @@ def resolve_hull_solver(solver: str, n: int, k: int, params: PyTree) -> Literal[
     it is."""
     if solver != "auto":
         return solver  # type: ignore[return-value]
-    return "jacobian" if int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
+    return "jacobian" if int(n) * int(k) * param_bytes(params) <= JACOBIAN_MAX_BYTES else "matrix_free"
 
 
 def converged_hull_projection(

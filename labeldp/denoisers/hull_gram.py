@@ -40,7 +40,8 @@ from labeldp.denoisers.coefficient_sets import (
     uniform_point,
     valid_entries,
 )
-from labeldp.denoisers.linear_maps import _HIGHEST, _jacobian_rows, _LinearMaps
+from labeldp.denoisers.linear_maps import HIGHEST, _jacobian_rows, LinearMaps
+from labeldp.denoisers.hull_rules import fista_step_size, stopping_scale, vertex_weights
 
 ALGORITHMS = ("fista", "pairwise_frank_wolfe")
 
@@ -67,7 +68,7 @@ def _robj(alpha, qa, b):
 
 
 def _matvec(q, v):
-    return jnp.matmul(q, v, precision=_HIGHEST)
+    return jnp.matmul(q, v, precision=HIGHEST)
 
 
 def _fista_step(q, b, shape, mask, per_example, eta, st: _GramState) -> _GramState:
@@ -111,24 +112,21 @@ def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, 
       ``(G alpha~ flat, state, initial objective, step, smoothing bias norm, scale)`` with the
       state's ``obj`` the full objective ``F(alpha)``.
     """
-    # the shared clip, scale and step rules (imported here: hull_converged imports this module)
-    from labeldp.denoisers.hull_converged import _eta, _scale, _weights
-
     per_example = opts_key[2]
     jt = _jacobian_rows(f, params, x, mask)  # (m, d)
     n, k = jax.eval_shape(f, params, x).shape
     shape = (n, k)
     g_flat, _ = jax.flatten_util.ravel_pytree(g)
     norms = jnp.linalg.norm(jt, axis=1).reshape(n, k)
-    w2 = _weights(norms, mask, opts_key)
-    scale = _scale(norms, w2, mask, per_example)
+    w2 = vertex_weights(norms, mask, opts_key)
+    scale = stopping_scale(norms, w2, mask, per_example)
     jw = w2.reshape(-1)[:, None] * jt  # rows of (G diag(w))^T
-    q = jnp.matmul(jw, jw.T, precision=_HIGHEST)
-    b = jnp.matmul(jw, g_flat, precision=_HIGHEST)
+    q = jnp.matmul(jw, jw.T, precision=HIGHEST)
+    b = jnp.matmul(jw, g_flat, precision=HIGHEST)
     gsq = jnp.vdot(g_flat, g_flat)
     # 1 / (1.05 L) by the same power iteration, on Q: coefficient-space maps with G^T G = Q
-    eta = _eta(
-        _LinearMaps(gt=lambda u: _matvec(q, u).reshape(shape), g=lambda u: u.reshape(-1)),
+    eta = fista_step_size(
+        LinearMaps(gt=lambda u: _matvec(q, u).reshape(shape), g=lambda u: u.reshape(-1)),
         shape,
         q.dtype,
         mask,
@@ -154,6 +152,6 @@ def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, 
         lambda s: (s.it < max_steps) & (s.gap > thr), lambda s: stepper(q, b, shape, mask, per_example, eta, s), st0
     )
     beta = uniform_point(shape, mask, per_example, q.dtype).reshape(-1)
-    out = jnp.matmul(smoothing * st.alpha + (1.0 - smoothing) * beta, jw, precision=_HIGHEST)
-    bias = (1.0 - smoothing) * jnp.linalg.norm(jnp.matmul(beta, jw, precision=_HIGHEST))
+    out = jnp.matmul(smoothing * st.alpha + (1.0 - smoothing) * beta, jw, precision=HIGHEST)
+    bias = (1.0 - smoothing) * jnp.linalg.norm(jnp.matmul(beta, jw, precision=HIGHEST))
     return out, st, robj0 + gsq, eta, bias, scale, st.robj + gsq

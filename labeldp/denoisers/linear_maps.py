@@ -32,25 +32,25 @@ building it costs about as much as 22-36 matrix-free iterations, each later iter
 cheaper (MNIST CNN on the 2-core CPU, n2 = 128-1024, FISTA with the ``auto`` step,
 ``benchmarks/results/projection_solver_cpu.md``; not measured on a GPU or for the CIFAR CNN)."""
 
-_tree_map = jax.tree_util.tree_map
+tree_map = jax.tree_util.tree_map
 
 
-def _tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
+def tree_vdot(a: PyTree, b: PyTree) -> jax.Array:
     leaves = [jnp.vdot(x, y) for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))]
     return functools.reduce(jnp.add, leaves)
 
 
-def _tree_sqnorm(a: PyTree) -> jax.Array:
-    return _tree_vdot(a, a)
+def tree_sqnorm(a: PyTree) -> jax.Array:
+    return tree_vdot(a, a)
 
 
-def _tree_axpy(alpha: jax.Array, x: PyTree, y: PyTree) -> PyTree:
+def tree_axpy(alpha: jax.Array, x: PyTree, y: PyTree) -> PyTree:
     """alpha * x + y, leafwise."""
-    return _tree_map(lambda xi, yi: (alpha * xi + yi).astype(yi.dtype), x, y)
+    return tree_map(lambda xi, yi: (alpha * xi + yi).astype(yi.dtype), x, y)
 
 
-def _tree_sub(a: PyTree, b: PyTree) -> PyTree:
-    return _tree_map(jnp.subtract, a, b)
+def tree_sub(a: PyTree, b: PyTree) -> PyTree:
+    return tree_map(jnp.subtract, a, b)
 
 
 def _is_tracer(*trees: PyTree) -> bool:
@@ -96,23 +96,23 @@ def per_class_losses(f: LogitsFn, params: PyTree, x: jax.Array, mask: jax.Array 
     return losses
 
 
-class _LinearMaps(NamedTuple):
+class LinearMaps(NamedTuple):
     gt: Callable[[PyTree], jax.Array]  # v (params-shaped) -> G^T v, shape (n, K)
     g: Callable[[jax.Array], PyTree]  # u (n, K) -> G u (params-shaped)
 
 
-def _linear_maps(f: LogitsFn, params: PyTree, x: jax.Array, mask: jax.Array | None) -> _LinearMaps:
+def linearize_losses(f: LogitsFn, params: PyTree, x: jax.Array, mask: jax.Array | None) -> LinearMaps:
     """Linearizes ``L`` once; returns G^T (the jvp) and G (its transpose)."""
     _, jvp_fn = jax.linearize(lambda p: per_class_losses(f, p, x, mask), params)
     transpose = jax.linear_transpose(jvp_fn, params)
-    return _LinearMaps(gt=jvp_fn, g=lambda u: transpose(u)[0])
+    return LinearMaps(gt=jvp_fn, g=lambda u: transpose(u)[0])
 
 
-def _param_bytes(params: PyTree) -> int:
+def param_bytes(params: PyTree) -> int:
     return int(sum(leaf.size * jnp.dtype(leaf.dtype).itemsize for leaf in jax.tree_util.tree_leaves(params)))
 
 
-def _check_solver(solver: str) -> None:
+def check_solver(solver: str) -> None:
     if solver not in SOLVERS:
         raise ValueError(f"projection solver must be one of {list(SOLVERS)}, got {solver!r}")
 
@@ -136,14 +136,14 @@ def resolve_solver(
     Returns:
       ``"matrix_free"`` or ``"jacobian"``.
     """
-    _check_solver(solver)
+    check_solver(solver)
     if solver == "gram":
         raise ValueError(
             "solver 'gram' serves only the converged projection (set projection_tol, "
             "labeldp.denoisers.hull_gram); the paper form's PGD takes 'jacobian', 'matrix_free' or 'auto'"
         )
     if solver == "auto":
-        fits = int(n) * int(k) * _param_bytes(params) <= JACOBIAN_MAX_BYTES
+        fits = int(n) * int(k) * param_bytes(params) <= JACOBIAN_MAX_BYTES
         return "jacobian" if fits and int(steps) >= JACOBIAN_MIN_STEPS else "matrix_free"
     return solver
 
@@ -190,15 +190,15 @@ def jacobian_matrix(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Arra
 
 @functools.partial(jax.jit, static_argnames=("f",))
 def _apply_g(f, params, x, mask, u):
-    return _linear_maps(f, params, x, mask).g(u)
+    return linearize_losses(f, params, x, mask).g(u)
 
 
-_HIGHEST = jax.lax.Precision.HIGHEST  # no TF32 for the dense products on GPUs
+HIGHEST = jax.lax.Precision.HIGHEST  # no TF32 for the dense products on GPUs
 
 
-def _jacobian_maps(jt: jax.Array, n: int, k: int) -> _LinearMaps:
+def jacobian_maps(jt: jax.Array, n: int, k: int) -> LinearMaps:
     """G^T v and G u as products with the materialised (nK, d) matrix ``jt`` (flat vectors)."""
-    return _LinearMaps(
-        gt=lambda v: jnp.matmul(jt, v, precision=_HIGHEST).reshape(n, k),
-        g=lambda u: jnp.matmul(u.reshape(-1), jt, precision=_HIGHEST),
+    return LinearMaps(
+        gt=lambda v: jnp.matmul(jt, v, precision=HIGHEST).reshape(n, k),
+        g=lambda u: jnp.matmul(u.reshape(-1), jt, precision=HIGHEST),
     )

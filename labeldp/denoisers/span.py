@@ -14,10 +14,10 @@ from labeldp.denoisers.linear_maps import (
     LoopKind,
     PyTree,
     _apply_g,
-    _linear_maps,
-    _LinearMaps,
-    _tree_axpy,
-    _tree_sqnorm,
+    linearize_losses,
+    LinearMaps,
+    tree_axpy,
+    tree_sqnorm,
     resolve_loop,
 )
 
@@ -31,19 +31,19 @@ class _CGState(NamedTuple):
     k: jax.Array  # iterations done
 
 
-def _cg_init(maps: _LinearMaps, g: PyTree) -> _CGState:
+def _cg_init(maps: LinearMaps, g: PyTree) -> _CGState:
     s = maps.gt(g)
     gamma = jnp.sum(s * s)
     return _CGState(a=jnp.zeros_like(s), r=g, s=s, p=s, gamma=gamma, k=jnp.zeros((), jnp.int32))
 
 
-def _cg_iter(maps: _LinearMaps, st: _CGState, threshold: jax.Array) -> _CGState:
+def _cg_iter(maps: LinearMaps, st: _CGState, threshold: jax.Array) -> _CGState:
     active = st.gamma > threshold
     q = maps.g(st.p)
-    qq = _tree_sqnorm(q)
+    qq = tree_sqnorm(q)
     step = jnp.where(active & (qq > 0), st.gamma / jnp.where(qq > 0, qq, 1.0), 0.0)
     a = st.a + step * st.p
-    r = _tree_axpy(-step, q, st.r)
+    r = tree_axpy(-step, q, st.r)
     s = maps.gt(r)
     gamma_new = jnp.sum(s * s)
     beta = jnp.where(st.gamma > 0, gamma_new / jnp.where(st.gamma > 0, st.gamma, 1.0), 0.0)
@@ -65,7 +65,7 @@ def _cg_threshold(gamma0: jax.Array, tol: float) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnames=("f", "iters", "tol"))
 def _span_fori(f, params, x, mask, g, iters, tol):
-    maps = _linear_maps(f, params, x, mask)
+    maps = linearize_losses(f, params, x, mask)
     st = _cg_init(maps, g)
     thr = _cg_threshold(st.gamma, tol)
     st = jax.lax.while_loop(lambda s: (s.k < iters) & (s.gamma > thr), lambda s: _cg_iter(maps, s, thr), st)
@@ -74,12 +74,12 @@ def _span_fori(f, params, x, mask, g, iters, tol):
 
 @functools.partial(jax.jit, static_argnames=("f",))
 def _span_init(f, params, x, mask, g):
-    return _cg_init(_linear_maps(f, params, x, mask), g)
+    return _cg_init(linearize_losses(f, params, x, mask), g)
 
 
 @functools.partial(jax.jit, static_argnames=("f", "n_iters"))
 def _span_chunk(f, params, x, mask, st, thr, n_iters):
-    maps = _linear_maps(f, params, x, mask)
+    maps = linearize_losses(f, params, x, mask)
     for _ in range(n_iters):
         st = _cg_iter(maps, st, thr)
     return st

@@ -78,15 +78,15 @@ from labeldp.mechanisms.classification_rr_with_prior import (  # noqa: F401
     rr_with_prior_probabilities,
 )
 from labeldp.mechanisms.classification_validation import (  # noqa: F401
-    _PRIOR_ATOL,
+    PRIOR_ATOL,
     ArrayLike,
-    _broadcast_priors,
-    _check_epsilon,
-    _check_labels,
-    _check_num_classes,
-    _check_prior_rows,
-    _check_rng,
-    _namespace,
+    broadcast_priors,
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_prior_rows,
+    check_rng,
+    namespace,
 )
 
 __all__ = [

@@ -15,12 +15,12 @@ import numpy as np
 
 from labeldp.mechanisms.classification_validation import (
     ArrayLike,
-    _check_epsilon,
-    _check_labels,
-    _check_num_classes,
-    _check_prior_rows,
-    _check_rng,
-    _namespace,
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_prior_rows,
+    check_rng,
+    namespace,
 )
 
 __all__ = [
@@ -42,7 +42,7 @@ def alibi_scale(*, epsilon: float) -> float:
     Changing a label moves the one-hot vector by ``||e_y - e_y'||_1 = 2``, so
     the Laplace mechanism with scale ``b`` is ``(2 / b)``-DP.
     """
-    return 2.0 / _check_epsilon(epsilon)
+    return 2.0 / check_epsilon(epsilon)
 
 
 def alibi_noisy_labels(labels: ArrayLike, *, num_classes: int, epsilon: float, rng: np.random.Generator) -> np.ndarray:
@@ -64,10 +64,10 @@ def alibi_noisy_labels(labels: ArrayLike, *, num_classes: int, epsilon: float, r
     Returns:
       (n, K) float64 noisy one-hot vectors.
     """
-    k = _check_num_classes(num_classes)
-    y = _check_labels(labels, k)
+    k = check_num_classes(num_classes)
+    y = check_labels(labels, k)
     b = alibi_scale(epsilon=epsilon)
-    rng = _check_rng(rng)
+    rng = check_rng(rng)
     onehot = np.zeros((y.shape[0], k))
     onehot[np.arange(y.shape[0]), y] = 1.0
     return onehot + rng.laplace(0.0, b, size=onehot.shape)
@@ -123,14 +123,14 @@ def alibi_posterior(noisy_onehot: ArrayLike, prior: ArrayLike = None, *, epsilon
       the inputs.
     """
     b = alibi_scale(epsilon=epsilon)
-    xp = _namespace(noisy_onehot, prior)
+    xp = namespace(noisy_onehot, prior)
     z = xp.asarray(noisy_onehot)
     if z.ndim != 2:
         raise ValueError(f"noisy_onehot must have shape (n, K), got {z.shape}.")
     logits = xp.clip(2.0 * z - 1.0, -1.0, 1.0) / b
     if prior is not None:
         if xp is np:
-            _check_prior_rows(prior, name="prior")
+            check_prior_rows(prior, name="prior")
         pr = xp.asarray(prior)
         if pr.shape[-1] != z.shape[-1]:
             raise ValueError(f"prior must have K = {z.shape[-1]} entries on its last axis, got shape {pr.shape}.")

@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from labeldp.mechanisms.classification_validation import _check_epsilon
+from labeldp.mechanisms.classification_validation import check_epsilon
 
 __all__ = [
     "PrivacyBudget",
@@ -68,7 +68,7 @@ def group_privacy(
     Returns:
       :class:`PrivacyBudget` with the item-level (epsilon, delta).
     """
-    eps = _check_epsilon(epsilon)
+    eps = check_epsilon(epsilon)
     if not isinstance(delta, (int, float, np.floating)) or not 0.0 <= delta < 1.0:
         raise ValueError(f"delta must be a float in [0, 1), got {delta!r}.")
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:

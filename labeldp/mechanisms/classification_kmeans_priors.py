@@ -16,10 +16,10 @@ import numpy as np
 
 from labeldp.mechanisms.classification_validation import (
     ArrayLike,
-    _check_epsilon,
-    _check_labels,
-    _check_num_classes,
-    _check_rng,
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_rng,
 )
 
 __all__ = [
@@ -44,7 +44,7 @@ def discrete_laplace_parameter(*, epsilon: float, sensitivity: int = 2) -> float
     label change moves one count down and one up), hence 001 Algorithm 4
     step 4(b) draws ``scipy.stats.dlaplace.rvs(eps_p / 2)``.
     """
-    eps = _check_epsilon(epsilon)
+    eps = check_epsilon(epsilon)
     if isinstance(sensitivity, bool) or not isinstance(sensitivity, (int, np.integer)) or sensitivity < 1:
         raise ValueError(f"sensitivity must be a positive integer, got {sensitivity!r}.")
     return eps / int(sensitivity)
@@ -96,7 +96,7 @@ def discrete_laplace_histogram(counts: ArrayLike, *, epsilon: float, rng: np.ran
     Returns:
       :class:`HistogramRelease` (2-D even for a 1-D input).
     """
-    eps = _check_epsilon(epsilon)
+    eps = check_epsilon(epsilon)
     h = np.asarray(counts)
     if h.ndim == 1:
         h = h[None, :]
@@ -107,7 +107,7 @@ def discrete_laplace_histogram(counts: ArrayLike, *, epsilon: float, rng: np.ran
             "counts must be non-negative integers (a label histogram per "
             f"cluster), got dtype {h.dtype} with min {h.min()}."
         )
-    rng = _check_rng(rng)
+    rng = check_rng(rng)
     a = discrete_laplace_parameter(epsilon=eps, sensitivity=2)
     noisy = h.astype(np.int64) + _sample_discrete_laplace(a, h.shape, rng)
     clipped = np.maximum(noisy, 0).astype(np.float64)
@@ -176,12 +176,12 @@ def kmeans_priors(
     """
     from sklearn.cluster import KMeans  # pylint: disable=g-import-not-at-top
 
-    k = _check_num_classes(num_classes)
-    eps = _check_epsilon(epsilon)
+    k = check_num_classes(num_classes)
+    eps = check_epsilon(epsilon)
     x = np.asarray(features, dtype=np.float64)
     if x.ndim != 2:
         raise ValueError(f"features must have shape (n, d), got {x.shape}.")
-    y = _check_labels(labels, k)
+    y = check_labels(labels, k)
     if y.shape[0] != x.shape[0]:
         raise ValueError(f"features and labels must have the same number of rows, got {x.shape[0]} and {y.shape[0]}.")
     if (
@@ -190,7 +190,7 @@ def kmeans_priors(
         or not 1 <= num_clusters <= x.shape[0]
     ):
         raise ValueError(f"num_clusters must be an integer in [1, n] = [1, {x.shape[0]}], got {num_clusters!r}.")
-    rng = _check_rng(rng)
+    rng = check_rng(rng)
     km = KMeans(n_clusters=int(num_clusters), random_state=seed, n_init=n_init, max_iter=max_iter)
     cluster_ids = km.fit_predict(x).astype(np.int64)
     counts = np.zeros((int(num_clusters), k), dtype=np.int64)

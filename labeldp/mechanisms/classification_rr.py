@@ -18,11 +18,11 @@ import numpy as np
 
 from labeldp.mechanisms.classification_validation import (
     ArrayLike,
-    _check_epsilon,
-    _check_labels,
-    _check_num_classes,
-    _check_rng,
-    _namespace,
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_rng,
+    namespace,
 )
 
 __all__ = [
@@ -57,8 +57,8 @@ def randomized_response_matrix(*, num_classes: int, epsilon: float) -> np.ndarra
       ``e^eps / (e^eps + K - 1)`` on the diagonal and ``1 / (e^eps + K - 1)``
       off it.
     """
-    k = _check_num_classes(num_classes)
-    eps = _check_epsilon(epsilon)
+    k = check_num_classes(num_classes)
+    eps = check_epsilon(epsilon)
     keep, other = _rr_probabilities(k, eps)
     mat = np.full((k, k), float(other))
     np.fill_diagonal(mat, float(keep))
@@ -83,10 +83,10 @@ def randomized_response(labels: ArrayLike, *, num_classes: int, epsilon: float, 
     Returns:
       (n,) int64 noisy labels.
     """
-    k = _check_num_classes(num_classes)
-    eps = _check_epsilon(epsilon)
-    y = _check_labels(labels, k)
-    rng = _check_rng(rng)
+    k = check_num_classes(num_classes)
+    eps = check_epsilon(epsilon)
+    y = check_labels(labels, k)
+    rng = check_rng(rng)
     keep_prob, _ = _rr_probabilities(k, eps)
     n = y.shape[0]
     keep = rng.random(n) < keep_prob
@@ -121,11 +121,11 @@ def rr_debiased_weights(noisy_labels: ArrayLike, *, num_classes: int, epsilon: f
     Returns:
       (..., K) weights.
     """
-    k = _check_num_classes(num_classes)
-    eps = _check_epsilon(epsilon)
-    xp = _namespace(noisy_labels)
+    k = check_num_classes(num_classes)
+    eps = check_epsilon(epsilon)
+    xp = namespace(noisy_labels)
     if xp is np:
-        _check_labels(np.ravel(noisy_labels), k, name="noisy_labels")
+        check_labels(np.ravel(noisy_labels), k, name="noisy_labels")
     e_minus = math.exp(-eps)
     p = k * e_minus / (1.0 + (k - 1.0) * e_minus)  # = K / (e^eps + K - 1)
     labels = xp.asarray(noisy_labels)
@@ -160,8 +160,8 @@ def rr_debiased_loss(per_class_losses: ArrayLike, noisy_labels: ArrayLike, *, nu
     Returns:
       (...,) debiased losses.
     """
-    k = _check_num_classes(num_classes)
-    xp = _namespace(per_class_losses, noisy_labels)
+    k = check_num_classes(num_classes)
+    xp = namespace(per_class_losses, noisy_labels)
     per_class_losses = xp.asarray(per_class_losses)
     if per_class_losses.ndim < 1 or per_class_losses.shape[-1] != k:
         raise ValueError(

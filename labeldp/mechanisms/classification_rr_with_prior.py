@@ -15,11 +15,11 @@ import numpy as np
 
 from labeldp.mechanisms.classification_validation import (
     ArrayLike,
-    _broadcast_priors,
-    _check_epsilon,
-    _check_labels,
-    _check_prior_rows,
-    _check_rng,
+    broadcast_priors,
+    check_epsilon,
+    check_labels,
+    check_prior_rows,
+    check_rng,
 )
 from labeldp.mechanisms.classification_rr import _rr_probabilities
 
@@ -74,10 +74,10 @@ def rr_top_k_matrix(prior: ArrayLike, *, k: int, epsilon: float) -> np.ndarray:
     Returns:
       (K, K) float64 matrix ``P[y, out]``.
     """
-    p = _check_prior_rows(prior, name="prior")
+    p = check_prior_rows(prior, name="prior")
     if p.ndim != 1:
         raise ValueError(f"prior must have shape (K,), got {p.shape}.")
-    eps = _check_epsilon(epsilon)
+    eps = check_epsilon(epsilon)
     num_classes = p.shape[0]
     kk = int(_check_k(k, num_classes, None))
     top = _prior_order(p)[:kk]
@@ -132,13 +132,13 @@ def rr_top_k(
     Returns:
       (n,) int64 noisy labels.
     """
-    p = _check_prior_rows(priors)
-    eps = _check_epsilon(epsilon)
+    p = check_prior_rows(priors)
+    eps = check_epsilon(epsilon)
     num_classes = p.shape[-1]
-    y = _check_labels(labels, num_classes)
-    p = _broadcast_priors(p, y.shape[0], "priors")
+    y = check_labels(labels, num_classes)
+    p = broadcast_priors(p, y.shape[0], "priors")
     kk = _check_k(k, num_classes, y.shape[0])
-    rng = _check_rng(rng)
+    rng = check_rng(rng)
     return _rr_top_k_sample(y, _prior_order(p), kk, eps, rng)
 
 
@@ -163,8 +163,8 @@ def rr_with_prior_optimal_k(priors: ArrayLike, *, epsilon: float) -> np.ndarray:
     Returns:
       int64 array of shape ``priors.shape[:-1]`` with values in ``[1, K]``.
     """
-    p = _check_prior_rows(priors)
-    eps = _check_epsilon(epsilon)
+    p = check_prior_rows(priors)
+    eps = check_epsilon(epsilon)
     return np.argmax(_expected_correct(p, eps), axis=-1).astype(np.int64) + 1
 
 
@@ -209,12 +209,12 @@ def rr_with_prior(
     Returns:
       :class:`RRWithPriorResult` with the noisy labels and the chosen ``k*``.
     """
-    p = _check_prior_rows(priors)
-    eps = _check_epsilon(epsilon)
+    p = check_prior_rows(priors)
+    eps = check_epsilon(epsilon)
     num_classes = p.shape[-1]
-    y = _check_labels(labels, num_classes)
-    p = _broadcast_priors(p, y.shape[0], "priors")
-    rng = _check_rng(rng)
+    y = check_labels(labels, num_classes)
+    p = broadcast_priors(p, y.shape[0], "priors")
+    rng = check_rng(rng)
     k = np.argmax(_expected_correct(p, eps), axis=-1).astype(np.int64) + 1
     noisy = _rr_top_k_sample(y, _prior_order(p), k, eps, rng)
     return RRWithPriorResult(noisy_labels=noisy, k=k)
@@ -231,7 +231,7 @@ def rr_with_prior_probabilities(prior: ArrayLike, *, epsilon: float) -> np.ndarr
       (K, K) float64 matrix ``P[y, out] = Pr[RRWithPrior(y) = out]``, i.e.
       :func:`rr_top_k_matrix` at ``k = k*(prior)``.
     """
-    p = _check_prior_rows(prior, name="prior")
+    p = check_prior_rows(prior, name="prior")
     if p.ndim != 1:
         raise ValueError(f"prior must have shape (K,), got {p.shape}.")
     k = int(rr_with_prior_optimal_k(p, epsilon=epsilon))

@@ -1,8 +1,8 @@
 """Input validation shared by the classification label randomizers.
 
 Checks for ``epsilon``, ``num_classes``, ``rng``, integer labels and prior
-rows (probability vectors, with the tolerance ``_PRIOR_ATOL``), broadcasting
-of one prior to every example, and ``_namespace`` (numpy or jax.numpy) for
+rows (probability vectors, with the tolerance ``PRIOR_ATOL``), broadcasting
+of one prior to every example, and ``namespace`` (numpy or jax.numpy) for
 the array-API agnostic functions. Invalid input raises ``ValueError`` naming
 the argument and the fix. Re-exported by
 :mod:`labeldp.mechanisms.classification`.
@@ -25,7 +25,7 @@ __all__ = [
 # Tolerance on |sum(prior) - 1|. Loose enough for float32 softmax outputs;
 # priors only rank labels (RRTop-k / RRWithPrior) or re-weight a likelihood
 # (ALIBI), so this slack has no effect on the privacy guarantee.
-_PRIOR_ATOL = 1e-4
+PRIOR_ATOL = 1e-4
 
 
 # ---------------------------------------------------------------------------
@@ -33,7 +33,7 @@ _PRIOR_ATOL = 1e-4
 # ---------------------------------------------------------------------------
 
 
-def _check_epsilon(epsilon: float, name: str = "epsilon") -> float:
+def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     try:
         eps = float(epsilon)
     except (TypeError, ValueError):
@@ -47,13 +47,13 @@ def _check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     return eps
 
 
-def _check_num_classes(num_classes: int) -> int:
+def check_num_classes(num_classes: int) -> int:
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)) or num_classes < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}.")
     return int(num_classes)
 
 
-def _check_rng(rng: Any) -> np.random.Generator:
+def check_rng(rng: Any) -> np.random.Generator:
     if not isinstance(rng, np.random.Generator):
         raise ValueError(
             f"rng must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), got {type(rng).__name__}."
@@ -61,7 +61,7 @@ def _check_rng(rng: Any) -> np.random.Generator:
     return rng
 
 
-def _check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> np.ndarray:
+def check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> np.ndarray:
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be a 1-D array of integer class ids, got shape {arr.shape}.")
@@ -80,7 +80,7 @@ def _check_labels(labels: ArrayLike, num_classes: int, name: str = "labels") -> 
     return arr
 
 
-def _check_prior_rows(priors: ArrayLike, name: str = "priors") -> np.ndarray:
+def check_prior_rows(priors: ArrayLike, name: str = "priors") -> np.ndarray:
     """Validates an array whose last axis is a probability vector."""
     arr = np.asarray(priors, dtype=np.float64)
     if arr.ndim not in (1, 2) or arr.shape[-1] < 2:
@@ -88,17 +88,17 @@ def _check_prior_rows(priors: ArrayLike, name: str = "priors") -> np.ndarray:
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(f"{name} must be finite and non-negative (probabilities); got negative or non-finite entries.")
     sums = arr.sum(axis=-1)
-    if np.any(np.abs(sums - 1.0) > _PRIOR_ATOL):
+    if np.any(np.abs(sums - 1.0) > PRIOR_ATOL):
         worst = float(np.max(np.abs(sums - 1.0)))
         raise ValueError(
-            f"each row of {name} must sum to 1 (|sum - 1| <= {_PRIOR_ATOL}); the "
+            f"each row of {name} must sum to 1 (|sum - 1| <= {PRIOR_ATOL}); the "
             f"worst row is off by {worst:.3g}. Normalise with "
             "priors / priors.sum(-1, keepdims=True)."
         )
     return arr
 
 
-def _broadcast_priors(priors: np.ndarray, n: int, name: str) -> np.ndarray:
+def broadcast_priors(priors: np.ndarray, n: int, name: str) -> np.ndarray:
     if priors.ndim == 1:
         return np.broadcast_to(priors, (n, priors.shape[0]))
     if priors.shape[0] != n:
@@ -106,7 +106,7 @@ def _broadcast_priors(priors: np.ndarray, n: int, name: str) -> np.ndarray:
     return priors
 
 
-def _namespace(*arrays: Any):
+def namespace(*arrays: Any):
     """Returns the array module (numpy or jax.numpy) of the given arrays."""
     for a in arrays:
         if type(a).__module__.startswith("jax"):

@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from labeldp.mechanisms.classification import (
-    _check_epsilon,
-    _check_labels,
-    _check_num_classes,
-    _check_rng,
+    check_epsilon,
+    check_labels,
+    check_num_classes,
+    check_rng,
     group_privacy,
     randomized_response,
     randomized_response_matrix,
@@ -117,8 +117,8 @@ def user_randomized_response(
       (n,) int64 noisy labels, aligned with ``labels``.
     """
     kk = _check_positive_int(k, "k", "labels per user")
-    num_classes = _check_num_classes(num_classes)
-    y = _check_labels(labels, num_classes)
+    num_classes = check_num_classes(num_classes)
+    y = check_labels(labels, num_classes)
     users = np.asarray(user_ids)
     if users.shape != y.shape:
         raise ValueError(f"user_ids must have one entry per label, shape {y.shape}, got {users.shape}.")
@@ -137,7 +137,7 @@ def user_randomized_response(
                 "give user-level epsilon. Cap each user at k rows first (or raise "
                 "k)."
             )
-    rng = _check_rng(rng)
+    rng = check_rng(rng)
     return randomized_response(y, num_classes=num_classes, epsilon=rr_group_epsilon(epsilon=epsilon, k=kk), rng=rng)
 
 
@@ -166,8 +166,8 @@ def max_user_log_ratio(*, epsilon: float, k: int, num_classes: int) -> float:
       The maximum log likelihood ratio (a float, ``<= epsilon`` within 1e-12).
     """
     kk = _check_positive_int(k, "k", "labels per user")
-    num_classes = _check_num_classes(num_classes)
-    _check_epsilon(epsilon)
+    num_classes = check_num_classes(num_classes)
+    check_epsilon(epsilon)
     mat = randomized_response_matrix(num_classes=num_classes, epsilon=rr_group_epsilon(epsilon=epsilon, k=kk))
     logm = np.log(mat)  # RR has full support
     per_label = float(np.max(logm.max(axis=0) - logm.min(axis=0)))

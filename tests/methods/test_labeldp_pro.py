@@ -38,7 +38,7 @@ def cnn_problem():
 
 
 def _cos(a, b):
-    return float(D._tree_vdot(a, b) / jnp.sqrt(D._tree_sqnorm(a) * D._tree_sqnorm(b)))
+    return float(D.tree_vdot(a, b) / jnp.sqrt(D.tree_sqnorm(a) * D.tree_sqnorm(b)))
 
 
 def test_auto_step_decreases_objective_where_the_unscaled_step_does_not(cnn_problem):
