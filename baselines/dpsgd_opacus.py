@@ -111,7 +111,6 @@ def build_twin(data, *, init: str, seed: int):
     from baselines.torch_models import build_torch_model, load_flax_params
     from labeldp.methods.common import build_model_for
     from labeldp.methods.private_training import initial_params
-    from labeldp.models import MODEL_FOR_DATASET
 
     if init not in INITS:
         raise ValueError(
@@ -119,7 +118,7 @@ def build_twin(data, *, init: str, seed: int):
         )
     torch.manual_seed(int(seed))
     model = build_torch_model(
-        MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]), num_classes=int(data.num_classes)
+        build_model_for(data).name, input_shape=tuple(data.x_train.shape[1:]), num_classes=int(data.num_classes)
     )
     if init == "flax":
         load_flax_params(model, initial_params(build_model_for(data), seed=int(seed))[1])

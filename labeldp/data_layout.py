@@ -11,29 +11,44 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from labeldp import feature_datasets
 from labeldp.data import views
+from labeldp.data.registry import DATASETS, SOURCES_ENV
 
 # Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
 PREPARABLE_KINDS = ("image", "tabular", "features")
 # Datasets without a preparation module yet (name -> why), whose cells say "not run".
 _NOT_PREPARABLE: dict[str, str] = {}
 
-DATASET_KINDS = {
-    "mnist": "image",
-    "fashion_mnist": "image",
-    "kmnist": "image",
-    "cifar10": "image",
-    "criteo_attribution": "tabular",
-    "criteo_pctr": "tabular",
-    "criteo_search": "tabular",
-    "census1940": "tabular",
-    "rand_hie": "tabular",
-}
-# split views (labeldp.data.views): another dataset's raw files, prepared with another split (their base's kind)
-DATASET_KINDS.update({name: DATASET_KINDS[view.base] for name, view in views.VIEWS.items()})
+
+class _DatasetKinds(Mapping[str, str]):
+    """Each dataset's kind, from its spec (:data:`labeldp.data.registry.DATASETS`, extension sources
+    included), and each split view's (:mod:`labeldp.data.views`: another dataset's raw files, prepared
+    with another split) from its base."""
+
+    def _all(self) -> dict[str, str]:
+        key = os.environ.get(SOURCES_ENV, "")
+        if key not in self._cache:
+            kinds = {name: spec.kind for name, spec in DATASETS.items()}
+            self._cache[key] = {**kinds, **{name: kinds[view.base] for name, view in views.VIEWS.items()}}
+        return self._cache[key]
+
+    def __init__(self):
+        self._cache: dict[str, dict[str, str]] = {}
+
+    def __getitem__(self, name: str) -> str:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+DATASET_KINDS: Mapping[str, str] = _DatasetKinds()
 # Every image dataset <base> also has a features dataset <base>_simclr (kind "features"): its
 # SimCLR representations (labeldp.feature_datasets); dataset_kind() knows them.
 

@@ -37,7 +37,6 @@ __all__ = [
     "FEATURES_MODEL",
     "ModelSpec",
     "build_model",
-    "MODEL_FOR_DATASET",
     "num_params",
 ]
 
@@ -122,13 +121,6 @@ def linear_classifier_tapped(module: LinearClassifier, params, x: jax.Array, tap
     del module
     return tape.dense(("Dense_0",), x.reshape((x.shape[0], -1)), params["Dense_0"])
 
-
-MODEL_FOR_DATASET = {
-    "mnist": "mnist_cnn",
-    "fashion_mnist": "mnist_cnn",
-    "kmnist": "mnist_cnn",
-    "cifar10": "cifar_cnn",
-}
 
 #: The model of every features dataset (``<image dataset>_simclr``, :mod:`labeldp.feature_datasets`).
 FEATURES_MODEL = "linear"

@@ -27,7 +27,7 @@ import yaml
 
 from labeldp import feature_datasets, plan, sweeps
 from labeldp.config import load_config
-from labeldp.models import MODEL_FOR_DATASET
+from labeldp.data.registry import DATASETS
 
 REPO = Path(__file__).resolve().parents[1]
 COSTS = REPO / "workflow/resources/run_costs.yaml"
@@ -45,9 +45,8 @@ def load_costs(path: str | Path = COSTS) -> dict[str, Any]:
 def _model(dataset: str) -> str:
     if feature_datasets.features_base(dataset, plan.DATASET_KINDS):
         return "linear"
-    if dataset in MODEL_FOR_DATASET:
-        return MODEL_FOR_DATASET[dataset]
-    return "mlp"  # tabular: the ads and regression MLPs
+    model = DATASETS[dataset].model if dataset in DATASETS else None
+    return model or "mlp"  # tabular: the ads and regression MLPs
 
 
 def _train_units(config: Mapping[str, Any], dataset: str, costs: Mapping[str, Any]) -> int:

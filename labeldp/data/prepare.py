@@ -49,7 +49,7 @@ from .rawformats import (
     read_standin_marker,
 )
 from . import views
-from .registry import DATASETS, DatasetSpec, get_spec
+from .registry import DATASETS, DatasetSpec, get_spec, source_module
 
 __all__ = [
     "SOURCE_OFFICIAL",
@@ -207,8 +207,12 @@ def prepare_image_dataset(
     elif spec.raw_format == "cifar10_python":
         member_md5 = None if synthetic else dict(spec.members)
         splits = read_cifar10_tar(paths[spec.files[0].filename], member_md5=member_md5)
-    else:  # pragma: no cover - registry guards this
-        raise NotImplementedError(f"no parser for raw format {spec.raw_format!r}")
+    elif source_module(name) is not None and hasattr(source_module(name), "read_raw"):
+        splits = RawSplits(*source_module(name).read_raw(paths))  # a data source of the user's own
+    else:
+        raise NotImplementedError(
+            f"no parser for raw format {spec.raw_format!r} of {name}: a data source module defines read_raw(paths)"
+        )
 
     expected_shape = tuple(spec.input_shape or ())
     k = int(spec.num_classes or 0)
@@ -327,10 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif DATASETS[args.dataset].kind == "image":
             out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
-        else:  # tabular: one module per dataset, labeldp/data/<dataset>.py, defines prepare_dataset
+        else:  # tabular: one module per dataset, labeldp/data/<dataset>.py (or a source of the user's own)
             import importlib
 
-            module = importlib.import_module(f"labeldp.data.{args.dataset}")
+            module = source_module(args.dataset) or importlib.import_module(f"labeldp.data.{args.dataset}")
             source = SOURCE_STANDIN if is_standin_dir(args.raw_dir) else SOURCE_OFFICIAL
             out = module.prepare_dataset(raw_dir=args.raw_dir, out_path=args.out, subset=args.subset, source=source)
     except (DataError, ValueError) as exc:

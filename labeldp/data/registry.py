@@ -4,6 +4,16 @@ One :class:`DatasetSpec` per dataset, keyed by id in :data:`DATASETS`. Adding a 
 means adding one entry here; :mod:`labeldp.data.fetch` and :mod:`labeldp.data.prepare`
 read everything they need from the spec.
 
+Data sources of your own: a module (in a package of yours) that defines ``SPEC`` (a
+:class:`DatasetSpec`) and its preparation, named in the environment variable
+``LABELDP_DATA_SOURCES`` (``:``-separated module names; Snakemake's jobs inherit it), is a dataset
+like those below, with nothing in this repository edited (:func:`extension_sources`). An image
+source (``kind="image"``) defines ``read_raw(paths) -> RawSplits`` (its files by name, already
+checked against the spec's checksums; :func:`labeldp.data.prepare.prepare_image_dataset` does the
+rest); a tabular one defines ``prepare_dataset(*, raw_dir, out_path, subset, source)`` as the
+modules of this package do. ``write_standin(raw_dir, *, seed)`` (optional) writes synthetic raw
+files in the source's exact format, for tests.
+
 Checksums
 ---------
 * MNIST, Fashion-MNIST, KMNIST: md5 values are torchvision's
@@ -21,9 +31,11 @@ Checksums
 
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Mapping
+from types import MappingProxyType, ModuleType
+from typing import Iterator, Mapping
 
 __all__ = [
     "RemoteFile",
@@ -85,6 +97,9 @@ class DatasetSpec:
         synthetic stand-ins in this dataset's raw format (tests / CPU smoke only).
     members:
         For archives: member name -> md5 of the member (checked when reading).
+    model:
+        The model an image dataset trains (a :mod:`labeldp.models` id: 000 Table 10's ``mnist_cnn`` or
+        ``cifar_cnn``); None for tabular data (its pipeline chooses).
     train_examples:
         Examples in the official training split, where the files fix it (the image datasets);
         the planner refuses, before any job, a Poisson batch larger than the data
@@ -109,6 +124,7 @@ class DatasetSpec:
     members: Mapping[str, str] = field(default_factory=dict)
     notes: str = ""
     train_examples: int | None = None
+    model: str | None = None
 
     def file(self, filename: str) -> RemoteFile:
         for f in self.files:
@@ -177,6 +193,7 @@ _MNIST = DatasetSpec(
         },
     ),
     kind="image",
+    model="mnist_cnn",
     raw_format="idx",
     num_classes=10,
     input_shape=(28, 28, 1),
@@ -211,6 +228,7 @@ _FASHION_MNIST = DatasetSpec(
         },
     ),
     kind="image",
+    model="mnist_cnn",
     raw_format="idx",
     num_classes=10,
     input_shape=(28, 28, 1),
@@ -245,6 +263,7 @@ _KMNIST = DatasetSpec(
         },
     ),
     kind="image",
+    model="mnist_cnn",
     raw_format="idx",
     num_classes=10,
     input_shape=(28, 28, 1),
@@ -270,6 +289,7 @@ _CIFAR10 = DatasetSpec(
         ),
     ),
     kind="image",
+    model="cifar_cnn",
     raw_format="cifar10_python",
     num_classes=10,
     input_shape=(32, 32, 3),
@@ -437,7 +457,7 @@ _RAND_HIE = DatasetSpec(
 
 # ------------------------------------------------------------------------------ registry
 
-DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
+_BUILTIN_DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
     {
         spec.name: spec
         for spec in (
@@ -453,6 +473,71 @@ DATASETS: Mapping[str, DatasetSpec] = MappingProxyType(
         )
     }
 )
+
+
+#: The environment variable naming the data-source modules of your own (module docstring).
+SOURCES_ENV = "LABELDP_DATA_SOURCES"
+
+
+def extension_sources() -> dict[str, ModuleType]:
+    """The data-source modules named in ``LABELDP_DATA_SOURCES``, by dataset id.
+
+    Raises:
+      ValueError: a name that is not a module path, a module that cannot be imported, a ``SPEC``
+        that is not a :class:`DatasetSpec`, or an id that a dataset here already has.
+    """
+    named = os.environ.get(SOURCES_ENV, "")
+    if named in _EXTENSIONS:
+        return dict(_EXTENSIONS[named])
+    out: dict[str, ModuleType] = {}
+    for modname in (m.strip() for m in named.split(":")):
+        if not modname:
+            continue
+        if not all(part.isidentifier() for part in modname.split(".")):
+            raise ValueError(f"{SOURCES_ENV} must name importable modules separated by ':', got {modname!r}")
+        try:
+            module = importlib.import_module(modname)
+        except ImportError as exc:
+            raise ValueError(
+                f"{SOURCES_ENV} names {modname!r}, which cannot be imported ({exc}); fix PYTHONPATH"
+            ) from exc
+        spec = getattr(module, "SPEC", None)
+        if not isinstance(spec, DatasetSpec):
+            raise ValueError(f"data source {modname} must define SPEC, a labeldp.data.registry.DatasetSpec")
+        if spec.name in _BUILTIN_DATASETS or spec.name in out:
+            raise ValueError(f"data source {modname} names dataset {spec.name!r}, which already exists; rename it")
+        out[spec.name] = module
+    _EXTENSIONS[named] = out
+    return dict(out)
+
+
+_EXTENSIONS: dict[str, dict[str, ModuleType]] = {}  # by the variable's value: imported once
+
+
+class _Datasets(Mapping[str, DatasetSpec]):
+    """This package's datasets, then those of :func:`extension_sources` (read at each access)."""
+
+    def _all(self) -> dict[str, DatasetSpec]:
+        return {**_BUILTIN_DATASETS, **{name: m.SPEC for name, m in extension_sources().items()}}
+
+    def __getitem__(self, name: str) -> DatasetSpec:
+        if name in _BUILTIN_DATASETS:
+            return _BUILTIN_DATASETS[name]
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+DATASETS: Mapping[str, DatasetSpec] = _Datasets()
+
+
+def source_module(name: str) -> ModuleType | None:
+    """The module of an extension data source (:func:`extension_sources`), None for this package's."""
+    return None if name in _BUILTIN_DATASETS else extension_sources().get(name)
 
 
 def dataset_names() -> tuple[str, ...]:

@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 
 from labeldp.methods.base import RunSpec
-from labeldp.models import FEATURES_MODEL, MODEL_FOR_DATASET, ModelSpec, build_model
+from labeldp.data.registry import DATASETS
+from labeldp.models import FEATURES_MODEL, ModelSpec, build_model
 from labeldp.training import (
     TrainConfig,
     accuracy_pct,
@@ -24,11 +25,11 @@ def build_model_for(data) -> ModelSpec:
     dataset (SimCLR representations, 000 Table 6)."""
     if getattr(data, "kind", "image") == "features":
         return build_model(FEATURES_MODEL, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
-    if data.name not in MODEL_FOR_DATASET:
-        raise ValueError(f"no Table 10 model for dataset {data.name!r}; known: {sorted(MODEL_FOR_DATASET)}")
-    return build_model(
-        MODEL_FOR_DATASET[data.name], input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes
-    )
+    model = DATASETS[data.name].model if data.name in DATASETS else None
+    if model is None:
+        known = sorted(n for n, s in DATASETS.items() if s.model)
+        raise ValueError(f"no model for dataset {data.name!r} (its DatasetSpec.model; datasets with one: {known})")
+    return build_model(model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
 
 
 #: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
