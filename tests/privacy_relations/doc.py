@@ -19,6 +19,7 @@ DOC = REPO / "docs" / "privacy_relations.md"
 
 HEADER = ["id", "method", "relation its guarantee is stated for", "sensitivity", "mechanism", "checked by"]
 EXPECTED_IDS = {
+    "kmeans_histogram_prior",
     "rr",
     "rr_debiased",
     "rr_with_prior",

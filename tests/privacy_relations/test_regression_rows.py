@@ -192,6 +192,54 @@ def test_row_kmeans_priors():
     assert p1.epsilon == eps
 
 
+def test_row_kmeans_histogram_prior(monkeypatch):
+    """001 Figure 2's measurement releases only the discrete Laplace histograms of the TRAINING labels
+    at eps (the test labels only score), its clusters do not depend on any label, and its record is
+    (eps, 0) under label substitution with an event that re-accounts."""
+    import types
+
+    from baselines import kmeans_histogram_prior as khp
+    from labeldp.methods.base import RunSpec
+    from tests.helpers import assert_label_event_reaccounts
+
+    r = row("kmeans_histogram_prior")
+    assert_label_only_row(r)
+    assert l1_sensitivity(r) == 2
+    rng = np.random.default_rng(3)
+    feats = np.concatenate([rng.normal(c, 0.1, size=(30, 2)) for c in (0.0, 3.0, 6.0)]).astype(np.float32)
+    data = types.SimpleNamespace(
+        x_train=feats[:60],
+        y_train=rng.integers(0, 3, 60),
+        x_test=feats[60:],
+        y_test=rng.integers(0, 3, 30),
+        num_classes=3,
+        name="toy_simclr",
+        kind="features",
+    )
+    spec = RunSpec(
+        dataset="toy_simclr",
+        method=khp.NAME,
+        variant="c3",
+        epsilon=0.7,
+        delta=0.0,
+        seed=1,
+        hparams={},
+        options={"num_clusters": 3},
+    )
+    calls = spy(monkeypatch, C, "discrete_laplace_histogram")
+    res = khp.run(data, spec)
+    assert len(calls) == 1 and calls[0]["epsilon"] == 0.7
+    counts = calls[0]["args"][0]
+    assert counts.sum() == 60 and counts.shape == (3, 3)  # the training labels only
+    # another labelling of the training set: the same clusters (the counts' row sums), other counts
+    flipped = types.SimpleNamespace(**{**vars(data), "y_train": (data.y_train + 1) % 3})
+    khp.run(flipped, spec)
+    np.testing.assert_array_equal(calls[1]["args"][0].sum(axis=1), counts.sum(axis=1))
+    out = res.privacy.to_dict(target_epsilon=0.7)
+    assert set(out["epsilon_by_relation"]) == LABEL_ONLY and out["delta"] == 0.0
+    assert_label_event_reaccounts(out)
+
+
 # ------------------------------------------------------------------------------------------
 # The regression method modules (003): one row per method id
 # ------------------------------------------------------------------------------------------

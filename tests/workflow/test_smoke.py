@@ -48,6 +48,8 @@ TABLES = [
     "table12_k10",
     "table12_delta",
     "table12",
+    "lpmst_figure2_priors",
+    "lpmst_figure2_priors_fashion_mnist",
 ]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
@@ -298,6 +300,17 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     f1 = _rows(rep / "figures/lpmst_figure1a.csv")
     assert {r["series"] for r in f1} == {"LP-1ST", "LP-2ST", "LP-3ST"} and len({r["panel"] for r in f1}) == 4
     assert all(r["status"] == "ok" for r in f1) and all(r["paper"] for r in f1 if r["series"] != "LP-3ST"), f1
+    # 001 Figure 2: the private k-means histogram priors' test accuracy against eps, one curve per C (smoke: the
+    # FashionMNIST panel runs C = 10 only); a real measurement on FashionMNIST, a stand-in's on CIFAR-10
+    f2 = _rows(rep / "figures/lpmst_figure2.csv")
+    ran = [r for r in f2 if r["status"] == "ok"]
+    assert {(r["panel_title"], r["series"]) for r in ran} == {
+        *(("CIFAR-10, SimCLR features", f"C = {c}") for c in (10, 50, 100, 500)),
+        ("FashionMNIST, SimCLR features", "C = 10"),
+    }, f2
+    assert all(0.0 <= float(r["value"]) <= 100.0 for r in ran) and all(
+        (rep / f"figures/lpmst_figure2.{e}").stat().st_size > 0 for e in ("png", "pdf")
+    )
     # 001 Figure 3: LP-1ST's and LP-2ST's test accuracy after every epoch of every stage (LP-2ST: two stages)
     f3 = _rows(rep / "figures/lpmst_figure3.csv")
     assert {r["column"] for r in f3} == {"lp_1st", "lp_2st"} and all(r["status"] == "ok" for r in f3), f3
@@ -420,6 +433,7 @@ def test_dry_run_lists_every_target(tmp_path):
             *NOT_RUN["tables"],
             *NOT_RUN["figures"],
             "figure2",
+            "lpmst_figure2",
             "pro_figure4",
             "pro_figure4_fashion_mnist",
         ]
