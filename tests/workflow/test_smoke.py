@@ -300,6 +300,10 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     f1 = _rows(rep / "figures/lpmst_figure1a.csv")
     assert {r["series"] for r in f1} == {"LP-1ST", "LP-2ST", "LP-3ST"} and len({r["panel"] for r in f1}) == 4
     assert all(r["status"] == "ok" for r in f1) and all(r["paper"] for r in f1 if r["series"] != "LP-3ST"), f1
+    # 001 Figure 1 (b): RRWithPrior against RR from Table 6's records, on both feature datasets
+    f1b = _rows(rep / "figures/lpmst_figure1b.csv")
+    assert {r["series"] for r in f1b} == {"RRWithPrior, k-means priors", "RR (uniform prior)"} and len(f1b) == 6, f1b
+    assert all(r["status"] == "ok" for r in f1b), f1b
     # 001 Figure 2: the private k-means histogram priors' test accuracy against eps, one curve per C (smoke: the
     # FashionMNIST panel runs C = 10 only); a real measurement on FashionMNIST, a stand-in's on CIFAR-10
     f2 = _rows(rep / "figures/lpmst_figure2.csv")
@@ -434,6 +438,7 @@ def test_dry_run_lists_every_target(tmp_path):
             *NOT_RUN["figures"],
             "figure2",
             "lpmst_figure2",
+            "lpmst_figure1b",
             "pro_figure4",
             "pro_figure4_fashion_mnist",
         ]
