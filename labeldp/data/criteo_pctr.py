@@ -105,12 +105,12 @@ from .criteo_pctr_reader import (  # the raw format and its streaming reader (th
     TEST_MEMBER,
     log_transform,
     split_sizes,
-    _archive_path,
+    archive_path,
     _blocks,
-    _count_rows,
-    _Interner,
-    _open_member,
-    _parse_block,
+    count_rows,
+    Interner,
+    open_member,
+    parse_block,
 )
 from . import criteo_pctr_reader as _reader  # runtime reads of BLOCK_BYTES go through the reader, which uses it
 from .criteo_pctr_standin import write_standin  # the stand-in writer (its own module)
@@ -205,13 +205,13 @@ def prepare_dataset(
         )
     rss_start, rss_source = _peak_rss()
     raw_dir = Path(raw_dir)
-    archive = _archive_path(raw_dir)
+    archive = archive_path(raw_dir)
     if is_standin_dir(raw_dir) or is_standin_dir(archive.parent):
         source = "synthetic_standin"
     limit = None if subset is None else int(subset)
 
     # pass 1: row count (and every line's field count and label checked before anything is allocated)
-    n = _count_rows(archive, limit)
+    n = count_rows(archive, limit)
     if n < MIN_ROWS:
         raise TabularDataError(
             f"criteo_pctr: {MEMBER} in {archive} has {n} rows; at least {MIN_ROWS} are needed for the 80/10/10 split"
@@ -222,16 +222,16 @@ def prepare_dataset(
     y = np.empty(n, np.float64)
     x_num = np.empty((n, len(NUMERICAL_FEATURES)), np.float32)
     x_cat = np.empty((n, len(CATEGORICAL_FEATURES)), np.int32)
-    interners = [_Interner() for _ in CATEGORICAL_FEATURES]
+    interners = [Interner() for _ in CATEGORICAL_FEATURES]
     count, mean, m2 = 0, np.zeros(len(NUMERICAL_FEATURES)), np.zeros(len(NUMERICAL_FEATURES))  # training rows
     missing = np.zeros(len(NUMERICAL_FEATURES), np.int64)
     negative = np.zeros(len(NUMERICAL_FEATURES), np.int64)
     cat_missing = np.zeros(len(CATEGORICAL_FEATURES), np.int64)
     row = 0
-    tar, fh = _open_member(archive)
+    tar, fh = open_member(archive)
     with tar:
         for line_no, block in _blocks(fh, n):
-            labels, num, cat = _parse_block(block, line_no)
+            labels, num, cat = parse_block(block, line_no)
             m = len(labels)
             if row + m > n:
                 raise TabularDataError(f"criteo_pctr: {MEMBER} in {archive} changed while it was read; run again")

@@ -4,11 +4,11 @@ Results" and Appendix A): the raw format's names and columns and the streaming, 
 
 * the archive's and its members' names, the 40 columns (``label, I1 .. I13, C1 .. C26``) and
   :data:`BLOCK_BYTES`, the size of the blocks of complete lines read at a time;
-* opening the archive as a tar stream (``_archive_path``, ``_open_member``);
+* opening the archive as a tar stream (``archive_path``, ``open_member``);
 * ``_blocks``: blocks of complete lines, every line's field count and label checked;
-* ``_parse_block`` / ``_parse_field``: the exact parse of a block, vectorised over the bytes (decimal
+* ``parse_block`` / ``_parse_field``: the exact parse of a block, vectorised over the bytes (decimal
   integers for I1..I13, 32-bit hex hashes for C1..C26; no type inference);
-* ``_Interner``: a categorical column's distinct values -> int32 ids (first-seen order), renumbered in
+* ``Interner``: a categorical column's distinct values -> int32 ids (first-seen order), renumbered in
   hash order once the training split is read.
 
 :mod:`labeldp.data.criteo_pctr` documents the raw format, the preparation and its memory bound, and
@@ -72,7 +72,7 @@ _FIX = (
 )
 
 
-def _archive_path(raw_dir: Path) -> Path:
+def archive_path(raw_dir: Path) -> Path:
     found = locate_raw_file(raw_dir, (ARCHIVE,))
     if found is not None:
         return found
@@ -88,7 +88,7 @@ def _archive_path(raw_dir: Path) -> Path:
     )
 
 
-def _open_member(archive: Path):
+def open_member(archive: Path):
     """(tar, file object of train.txt) from a streaming read of the archive."""
     try:
         tar = tarfile.open(archive, mode="r|*")
@@ -169,8 +169,8 @@ def _blocks(fh, limit: int | None):
         line_no += len(ends)
 
 
-def _count_rows(archive: Path, limit: int | None) -> int:
-    tar, fh = _open_member(archive)
+def count_rows(archive: Path, limit: int | None) -> int:
+    tar, fh = open_member(archive)
     with tar:
         return sum(block.count(b"\n") for _, block in _blocks(fh, limit))
 
@@ -208,7 +208,7 @@ def _parse_field(arr: np.ndarray, start: np.ndarray, end: np.ndarray, base: int,
     return np.where(neg, -value, value), missing, (int(rows[0]) if rows.size else -1)
 
 
-def _parse_block(block: bytes, line_no: int):
+def parse_block(block: bytes, line_no: int):
     """(labels float64, integer features float64 with NaN for missing, categorical hashes int64 with -1
     for missing) of a block of complete lines whose field counts and labels :func:`_blocks` checked.
     Exact and vectorised over the bytes (no type inference: pandas would read the hash ``0001e100`` as
@@ -243,7 +243,7 @@ def _parse_block(block: bytes, line_no: int):
     return labels, num, cat
 
 
-class _Interner:
+class Interner:
     """Distinct 32-bit values of one categorical column -> int32 ids in first-seen order (0 = missing),
     kept as a sorted key array with the ids alongside (12 bytes per distinct value)."""
 

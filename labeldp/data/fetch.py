@@ -50,17 +50,17 @@ from pathlib import Path
 
 # The pieces live in fetch_checksums (errors, digests, sidecars), fetch_transfer (mirror,
 # progress, download) and fetch_census (the IPUMS extract); this module re-exports them.
-from .fetch_census import _census_ddi_path, _census_header, _fetch_census
+from .fetch_census import census_ddi_path, census_header, _fetch_census
 from .fetch_checksums import (
     ChecksumError,
     DataError,
     DataMissingError,
-    _CHUNK,
-    _checksum_error,
-    _first_mismatch,
-    _mismatches,
+    CHUNK,
+    checksum_error,
+    first_mismatch,
+    mismatches,
     _umask_mode,
-    _write_sidecar,
+    write_sidecar,
     file_digests,
     locate_raw_file,
     read_sidecar,
@@ -70,12 +70,12 @@ from .fetch_checksums import (
 from .fetch_transfer import (
     MIRROR_ENV,
     TIMEOUT_ENV,
-    _USER_AGENT,
-    _download_to_temp,
-    _fmt_bytes,
-    _log,
+    USER_AGENT,
+    download_to_temp,
+    fmt_bytes,
+    log,
     _Progress,
-    _stream_to_temp,
+    stream_to_temp,
     mirror_dirs,
 )
 from .registry import DatasetSpec, RemoteFile, get_spec
@@ -138,7 +138,7 @@ def _after_arrival(
     """Record/refresh the sha256 sidecar of files without a published checksum."""
     if rf.has_published_checksum:
         return
-    side = _write_sidecar(dest, digests["sha256"])
+    side = write_sidecar(dest, digests["sha256"])
     if not had_expectation:
         msg = (
             f"{rf.filename}: no published checksum exists; recorded sha256 {digests['sha256']} in {side}. "
@@ -203,10 +203,10 @@ def _fetch_file(
     # 1. existing destination: re-verify
     if dest.exists():
         actual = file_digests(dest)
-        bad = _first_mismatch(actual, expected) if expected else None
+        bad = first_mismatch(actual, expected) if expected else None
         if bad is None:
             _after_arrival(spec, rf, dest, actual, bool(expected), quiet)
-            _log(f"{dest} present and verified", quiet)
+            log(f"{dest} present and verified", quiet)
             return dest
         alg, exp, got = bad
         print(
@@ -229,11 +229,11 @@ def _fetch_file(
                 continue
         except OSError:
             pass
-        _log(f"copying {cand} -> {dest}", quiet)
+        log(f"copying {cand} -> {dest}", quiet)
         with open(cand, "rb") as src:
-            tmp, actual = _stream_to_temp(src, dest, None)
+            tmp, actual = stream_to_temp(src, dest, None)
         try:
-            err = _checksum_error(
+            err = checksum_error(
                 cand,
                 actual,
                 expected,
@@ -260,18 +260,18 @@ def _fetch_file(
     errors: list[str] = []
     checksum_errors: list[ChecksumError] = []
     for url in rf.urls:
-        _log(f"downloading {url} -> {dest}", quiet)
+        log(f"downloading {url} -> {dest}", quiet)
         try:
-            tmp, actual = _download_to_temp(url, dest, quiet)
+            tmp, actual = download_to_temp(url, dest, quiet)
         except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
             errors.append(f"{url}: {exc}")
-            _log(
+            log(
                 f"download failed ({exc}); trying the next URL" if url != rf.urls[-1] else f"download failed ({exc})",
                 quiet,
             )
             continue
         try:
-            err = _checksum_error(
+            err = checksum_error(
                 url,
                 actual,
                 expected,
@@ -285,7 +285,7 @@ def _fetch_file(
             )
             if err:
                 checksum_errors.append(err)
-                _log(str(err), quiet)
+                log(str(err), quiet)
                 continue
             os.replace(tmp, dest)
         finally:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .fetch_checksums import DataMissingError, verify_file
-from .fetch_transfer import _log
+from .fetch_transfer import log
 from .registry import (
     CENSUS1940_CATEGORICAL_FEATURES,
     CENSUS1940_DEFAULT_FILENAME,
@@ -24,7 +24,7 @@ from .registry import (
 )
 
 
-def _census_ddi_path(path: Path) -> Path:
+def census_ddi_path(path: Path) -> Path:
     name = path.name
     for suffix in (".gz", ".dat"):
         if name.lower().endswith(suffix):
@@ -32,7 +32,7 @@ def _census_ddi_path(path: Path) -> Path:
     return path.with_name(name + ".xml")
 
 
-def _census_header(path: Path) -> list[str]:
+def census_header(path: Path) -> list[str]:
     import gzip
 
     with open(path, "rb") as fh:
@@ -60,7 +60,7 @@ def _fetch_census(
     files = [path]
     lower = path.name.lower()
     if ".csv" in lower:
-        columns = _census_header(path)
+        columns = census_header(path)
         if CENSUS1940_LABEL not in columns:
             raise DataMissingError(
                 f"census1940: {path} has no {CENSUS1940_LABEL} column (header: {columns[:30]}). "
@@ -74,7 +74,7 @@ def _fetch_census(
                 file=sys.stderr,
             )
     elif ".dat" in lower:
-        ddi = _census_ddi_path(path)
+        ddi = census_ddi_path(path)
         if not ddi.is_file():
             raise DataMissingError(
                 f"census1940: {path} is a fixed-width IPUMS file, which cannot be read without its DDI "
@@ -94,5 +94,5 @@ def _fetch_census(
         )
     if pinned:
         verify_file(path, sha256=pinned)
-    _log(f"census extract {path} found" + (" and verified" if pinned else ""), quiet)
+    log(f"census extract {path} found" + (" and verified" if pinned else ""), quiet)
     return files

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..atomic_io import umask_mode as _umask_mode  # noqa: F401  (re-exported: fetch, fetch_transfer)
 from ..atomic_io import write_text_atomic
 
-_CHUNK = 1 << 20
+CHUNK = 1 << 20
 
 
 # ================================================================================ errors
@@ -104,13 +104,13 @@ def file_digests(path: str | os.PathLike) -> dict[str, str]:
     """md5 and sha256 (hex) of a file, computed in one pass."""
     md5, sha = hashlib.md5(), hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
+        while chunk := fh.read(CHUNK):
             md5.update(chunk)
             sha.update(chunk)
     return {"md5": md5.hexdigest(), "sha256": sha.hexdigest()}
 
 
-def _mismatches(actual: Mapping[str, str], expected: Mapping[str, str]) -> list[tuple[str, str, str]]:
+def mismatches(actual: Mapping[str, str], expected: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """(algorithm, expected, actual) for every failing checksum; md5 (the published one) first."""
     out = []
     for alg in ("md5", "sha256"):
@@ -120,13 +120,13 @@ def _mismatches(actual: Mapping[str, str], expected: Mapping[str, str]) -> list[
     return out
 
 
-def _first_mismatch(actual: Mapping[str, str], expected: Mapping[str, str]) -> tuple[str, str, str] | None:
-    bad = _mismatches(actual, expected)
+def first_mismatch(actual: Mapping[str, str], expected: Mapping[str, str]) -> tuple[str, str, str] | None:
+    bad = mismatches(actual, expected)
     return bad[0] if bad else None
 
 
-def _checksum_error(path, actual, expected, **kwargs) -> ChecksumError | None:
-    bad = _mismatches(actual, expected)
+def checksum_error(path, actual, expected, **kwargs) -> ChecksumError | None:
+    bad = mismatches(actual, expected)
     if not bad:
         return None
     return ChecksumError(path, *bad[0], also=bad[1:], **kwargs)
@@ -142,7 +142,7 @@ def verify_file(path: str | os.PathLike, *, md5: str | None = None, sha256: str 
     if not md5 and not sha256:
         raise ValueError("verify_file needs md5 and/or sha256")
     actual = file_digests(path)
-    err = _checksum_error(path, actual, {"md5": md5 or "", "sha256": sha256 or ""})
+    err = checksum_error(path, actual, {"md5": md5 or "", "sha256": sha256 or ""})
     if err:
         raise err
     return actual
@@ -168,7 +168,7 @@ def read_sidecar(path: str | os.PathLike) -> str | None:
     return value
 
 
-def _write_sidecar(path: Path, sha256: str) -> Path:
+def write_sidecar(path: Path, sha256: str) -> Path:
     side = sidecar_path(path)
     content = f"{sha256}  {path.name}\n"
     if side.is_file() and side.read_text() == content:

@@ -1,8 +1,8 @@
 """Download plumbing of :mod:`labeldp.data.fetch`: mirror directories, progress, streaming.
 
 Holds :func:`mirror_dirs` (the argument, else ``$LABELDP_DATA_MIRROR``), the stderr
-progress display (:class:`_Progress`), :func:`_stream_to_temp` (copy a stream to a
-``<dest>.part-<random>`` file while hashing it) and :func:`_download_to_temp` (one
+progress display (:class:`_Progress`), :func:`stream_to_temp` (copy a stream to a
+``<dest>.part-<random>`` file while hashing it) and :func:`download_to_temp` (one
 :mod:`urllib` download of one URL). Verification and renaming into place happen in
 :mod:`labeldp.data.fetch`.
 """
@@ -18,14 +18,14 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from .fetch_checksums import _CHUNK, _umask_mode
+from .fetch_checksums import CHUNK, _umask_mode
 
 MIRROR_ENV = "LABELDP_DATA_MIRROR"
 TIMEOUT_ENV = "LABELDP_DOWNLOAD_TIMEOUT"
-_USER_AGENT = "labeldp-fetch/0.1 (+https://github.com; research reproduction)"
+USER_AGENT = "labeldp-fetch/0.1 (+https://github.com; research reproduction)"
 
 
-def _log(msg: str, quiet: bool) -> None:
+def log(msg: str, quiet: bool) -> None:
     if not quiet:
         print(f"[labeldp.data] {msg}", file=sys.stderr, flush=True)
 
@@ -40,7 +40,7 @@ def mirror_dirs(mirror: str | os.PathLike | Sequence[str | os.PathLike] | None =
     return [Path(m) for m in mirror if str(m)]
 
 
-def _fmt_bytes(n: float) -> str:
+def fmt_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
@@ -72,21 +72,21 @@ class _Progress:
             pct = "?"
         if self.tty and now - self.last_time > 0.2:
             self.last_time = now
-            total = _fmt_bytes(self.total) if self.total else "?"
-            print(f"\r  {self.label}: {_fmt_bytes(self.done)} / {total} ({pct})", end="", file=sys.stderr, flush=True)
+            total = fmt_bytes(self.total) if self.total else "?"
+            print(f"\r  {self.label}: {fmt_bytes(self.done)} / {total} ({pct})", end="", file=sys.stderr, flush=True)
         elif not self.tty and step != self.last_step:
             self.last_step = step
-            print(f"  {self.label}: {_fmt_bytes(self.done)} ({pct})", file=sys.stderr, flush=True)
+            print(f"  {self.label}: {fmt_bytes(self.done)} ({pct})", file=sys.stderr, flush=True)
 
     def finish(self) -> None:
         if self.quiet:
             return
         secs = time.monotonic() - self.start
         end = "\n" if self.tty else ""
-        print(f"{end}  {self.label}: {_fmt_bytes(self.done)} in {secs:.1f} s", file=sys.stderr, flush=True)
+        print(f"{end}  {self.label}: {fmt_bytes(self.done)} in {secs:.1f} s", file=sys.stderr, flush=True)
 
 
-def _stream_to_temp(src, dest: Path, progress: _Progress | None) -> tuple[Path, dict[str, str]]:
+def stream_to_temp(src, dest: Path, progress: _Progress | None) -> tuple[Path, dict[str, str]]:
     """Copy a binary stream to ``<dest>.part-<random>`` (same dir), hashing on the way.
 
     Returns (temp path, digests). The temp file is removed if anything fails.
@@ -97,7 +97,7 @@ def _stream_to_temp(src, dest: Path, progress: _Progress | None) -> tuple[Path, 
     md5, sha = hashlib.md5(), hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out:
-            while chunk := src.read(_CHUNK):
+            while chunk := src.read(CHUNK):
                 out.write(chunk)
                 md5.update(chunk)
                 sha.update(chunk)
@@ -111,14 +111,14 @@ def _stream_to_temp(src, dest: Path, progress: _Progress | None) -> tuple[Path, 
     return tmp, {"md5": md5.hexdigest(), "sha256": sha.hexdigest()}
 
 
-def _download_to_temp(url: str, dest: Path, quiet: bool) -> tuple[Path, dict[str, str]]:
+def download_to_temp(url: str, dest: Path, quiet: bool) -> tuple[Path, dict[str, str]]:
     timeout = float(os.environ.get(TIMEOUT_ENV, "60"))
-    req = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
+    req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (http(s) URLs from the registry)
         length = resp.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else None
         progress = _Progress(dest.name, total, quiet)
-        tmp, digests = _stream_to_temp(resp, dest, progress)
+        tmp, digests = stream_to_temp(resp, dest, progress)
         progress.finish()
     if total is not None and progress.done != total:
         tmp.unlink(missing_ok=True)

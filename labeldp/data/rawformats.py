@@ -9,7 +9,7 @@
   1024 red, then 1024 green, then 1024 blue values of a 32x32 image in row-major order)
   and ``labels`` (list of N ints).
 
-Pickle trust: the CIFAR batches are unpickled with :class:`_RestrictedUnpickler`, which
+Pickle trust: the CIFAR batches are unpickled with :class:`RestrictedUnpickler`, which
 resolves only the three globals a numpy-array pickle needs (``_reconstruct``, ``ndarray``,
 ``dtype``) and refuses everything else, so a tampered archive cannot run code
 through ``find_class``. In addition :func:`labeldp.data.fetch.fetch_dataset` md5-verifies
@@ -47,32 +47,32 @@ from .rawformats_cifar10_reader import (
     CIFAR10_TRAIN_MEMBERS,
     CifarFormatError,
     RawSplits,
-    _decode_batch,
-    _reconstruct_function,
-    _RestrictedUnpickler,
-    _unpickle_batch,
+    decode_batch,
+    reconstruct_function,
+    RestrictedUnpickler,
+    unpickle_batch,
     read_cifar10_tar,
 )
 from .rawformats_cifar10_writer import (
-    _check_images,
-    _cifar_batch_pickle,
-    _cifar_meta_pickle,
-    _p2_dict,
-    _p2_int,
-    _p2_list,
-    _p2_str,
-    _p2_tuple,
-    _p2_uint8_matrix,
+    check_images,
+    cifar_batch_pickle,
+    cifar_meta_pickle,
+    p2_dict,
+    p2_int,
+    p2_list,
+    p2_str,
+    p2_tuple,
+    p2_uint8_matrix,
     write_cifar10_tar,
 )
 from .rawformats_idx import (
-    _GZIP_MAGIC,
-    _IDX_CODES,
-    _IDX_DTYPES,
+    GZIP_MAGIC,
+    IDX_CODES,
+    IDX_DTYPES,
     IDX_IMAGES_MAGIC,
     IDX_LABELS_MAGIC,
     IDXFormatError,
-    _read_maybe_gzip,
+    read_maybe_gzip,
     read_idx,
     write_idx,
 )

@@ -3,7 +3,7 @@
 The archive is a gzip'd tar with ``cifar-10-batches-py/data_batch_1..5``, ``test_batch`` and
 ``batches.meta``, each a Python 2 pickle (protocol 2) of a dict with ``data`` ((N, 3072)
 uint8, rows of 1024 red, 1024 green, 1024 blue values) and ``labels``. The batches are
-unpickled with :class:`_RestrictedUnpickler`, which resolves only the globals a numpy-array
+unpickled with :class:`RestrictedUnpickler`, which resolves only the globals a numpy-array
 pickle needs and refuses everything else. Also holds :class:`RawSplits`, the decoded
 train/test arrays. Re-exported by :mod:`labeldp.data.rawformats`.
 """
@@ -53,12 +53,12 @@ class RawSplits(NamedTuple):
 # ============================================================================== reading
 
 
-def _reconstruct_function():
+def reconstruct_function():
     # numpy 2 keeps it in numpy._core.multiarray; numpy 1 in numpy.core.multiarray.
     return np.ndarray.__reduce__(np.zeros(0, dtype=np.uint8))[0]
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
+class RestrictedUnpickler(pickle.Unpickler):
     """Resolves only the globals a pickled numpy array needs; refuses everything else."""
 
     _ALLOWED = {
@@ -75,13 +75,13 @@ class _RestrictedUnpickler(pickle.Unpickler):
                 "array reconstruction is allowed (the file is not an official CIFAR-10 batch)"
             )
         if name == "_reconstruct":
-            return _reconstruct_function()
+            return reconstruct_function()
         return getattr(np, name)
 
 
-def _unpickle_batch(data: bytes, member: str) -> dict:
+def unpickle_batch(data: bytes, member: str) -> dict:
     try:
-        obj = _RestrictedUnpickler(io.BytesIO(data), encoding="bytes").load()
+        obj = RestrictedUnpickler(io.BytesIO(data), encoding="bytes").load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError) as exc:
         raise CifarFormatError(f"{member}: cannot unpickle CIFAR batch ({exc})") from exc
     if not isinstance(obj, dict):
@@ -90,7 +90,7 @@ def _unpickle_batch(data: bytes, member: str) -> dict:
     return {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in obj.items()}
 
 
-def _decode_batch(entry: dict, member: str) -> tuple[np.ndarray, np.ndarray]:
+def decode_batch(entry: dict, member: str) -> tuple[np.ndarray, np.ndarray]:
     if "data" not in entry or "labels" not in entry:
         raise CifarFormatError(f"{member}: batch lacks 'data' or 'labels' (keys: {sorted(entry)})")
     data = np.asarray(entry["data"])
@@ -139,7 +139,7 @@ def read_cifar10_tar(path: str | os.PathLike, *, member_md5: dict[str, str] | No
                 got = hashlib.md5(raw).hexdigest()
                 if got != member_md5[member]:
                     raise CifarFormatError(f"{path}: member {member} has md5 {got}, expected {member_md5[member]}")
-            return _decode_batch(_unpickle_batch(raw, member), member)
+            return decode_batch(unpickle_batch(raw, member), member)
 
         train = [load(m) for m in CIFAR10_TRAIN_MEMBERS]
         x_test, y_test = load(CIFAR10_TEST_MEMBER)

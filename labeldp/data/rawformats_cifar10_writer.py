@@ -30,14 +30,14 @@ from .rawformats_cifar10_reader import (
 # --- a Python 2 style (protocol 2, str = BINSTRING) pickle writer, as in the official files
 
 
-def _p2_str(value: str | bytes) -> bytes:
+def p2_str(value: str | bytes) -> bytes:
     b = value.encode("latin1") if isinstance(value, str) else bytes(value)
     if len(b) < 256:
         return pickle.SHORT_BINSTRING + bytes([len(b)]) + b
     return pickle.BINSTRING + struct.pack("<i", len(b)) + b
 
 
-def _p2_int(v: int) -> bytes:
+def p2_int(v: int) -> bytes:
     if 0 <= v < 256:
         return pickle.BININT1 + bytes([v])
     if 0 <= v < 65536:
@@ -47,7 +47,7 @@ def _p2_int(v: int) -> bytes:
     raise ValueError(f"integer {v} out of int32 range")
 
 
-def _p2_tuple(items: list[bytes]) -> bytes:
+def p2_tuple(items: list[bytes]) -> bytes:
     n = len(items)
     body = b"".join(items)
     if n == 0:
@@ -57,58 +57,58 @@ def _p2_tuple(items: list[bytes]) -> bytes:
     return pickle.MARK + body + pickle.TUPLE
 
 
-def _p2_uint8_matrix(a: np.ndarray) -> bytes:
+def p2_uint8_matrix(a: np.ndarray) -> bytes:
     a = np.ascontiguousarray(a, dtype=np.uint8)
     out = b"cnumpy.core.multiarray\n_reconstruct\n"
-    out += _p2_tuple([b"cnumpy\nndarray\n", _p2_tuple([_p2_int(0)]), _p2_str("b")]) + pickle.REDUCE
-    dtype = b"cnumpy\ndtype\n" + _p2_tuple([_p2_str("u1"), _p2_int(0), _p2_int(1)]) + pickle.REDUCE
-    dtype_state = _p2_tuple(
-        [_p2_int(3), _p2_str("|"), pickle.NONE, pickle.NONE, pickle.NONE, _p2_int(-1), _p2_int(-1), _p2_int(0)]
+    out += p2_tuple([b"cnumpy\nndarray\n", p2_tuple([p2_int(0)]), p2_str("b")]) + pickle.REDUCE
+    dtype = b"cnumpy\ndtype\n" + p2_tuple([p2_str("u1"), p2_int(0), p2_int(1)]) + pickle.REDUCE
+    dtype_state = p2_tuple(
+        [p2_int(3), p2_str("|"), pickle.NONE, pickle.NONE, pickle.NONE, p2_int(-1), p2_int(-1), p2_int(0)]
     )
     dtype += dtype_state + pickle.BUILD
-    state = _p2_tuple(
-        [_p2_int(1), _p2_tuple([_p2_int(int(d)) for d in a.shape]), dtype, pickle.NEWFALSE, _p2_str(a.tobytes())]
+    state = p2_tuple(
+        [p2_int(1), p2_tuple([p2_int(int(d)) for d in a.shape]), dtype, pickle.NEWFALSE, p2_str(a.tobytes())]
     )
     return out + state + pickle.BUILD
 
 
-def _p2_list(items: list[bytes]) -> bytes:
+def p2_list(items: list[bytes]) -> bytes:
     if not items:
         return pickle.EMPTY_LIST
     return pickle.EMPTY_LIST + pickle.MARK + b"".join(items) + pickle.APPENDS
 
 
-def _p2_dict(pairs: list[tuple[bytes, bytes]]) -> bytes:
+def p2_dict(pairs: list[tuple[bytes, bytes]]) -> bytes:
     body = b"".join(k + v for k, v in pairs)
     return pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + pickle.MARK + body + pickle.SETITEMS + pickle.STOP
 
 
-def _cifar_batch_pickle(x_nhwc: np.ndarray, y: np.ndarray, batch_label: str, prefix: str) -> bytes:
+def cifar_batch_pickle(x_nhwc: np.ndarray, y: np.ndarray, batch_label: str, prefix: str) -> bytes:
     x_nhwc = np.asarray(x_nhwc, dtype=np.uint8)
     rows = x_nhwc.transpose(0, 3, 1, 2).reshape(x_nhwc.shape[0], 3072)  # NHWC -> CHW rows
     labels = [int(v) for v in np.asarray(y).reshape(-1)]
     filenames = [f"{prefix}_{i:05d}.png" for i in range(len(labels))]
-    return _p2_dict(
+    return p2_dict(
         [
-            (_p2_str("batch_label"), _p2_str(batch_label)),
-            (_p2_str("labels"), _p2_list([_p2_int(v) for v in labels])),
-            (_p2_str("data"), _p2_uint8_matrix(rows)),
-            (_p2_str("filenames"), _p2_list([_p2_str(f) for f in filenames])),
+            (p2_str("batch_label"), p2_str(batch_label)),
+            (p2_str("labels"), p2_list([p2_int(v) for v in labels])),
+            (p2_str("data"), p2_uint8_matrix(rows)),
+            (p2_str("filenames"), p2_list([p2_str(f) for f in filenames])),
         ]
     )
 
 
-def _cifar_meta_pickle(num_cases_per_batch: int) -> bytes:
-    return _p2_dict(
+def cifar_meta_pickle(num_cases_per_batch: int) -> bytes:
+    return p2_dict(
         [
-            (_p2_str("num_cases_per_batch"), _p2_int(num_cases_per_batch)),
-            (_p2_str("label_names"), _p2_list([_p2_str(n) for n in CIFAR10_LABEL_NAMES])),
-            (_p2_str("num_vis"), _p2_int(3072)),
+            (p2_str("num_cases_per_batch"), p2_int(num_cases_per_batch)),
+            (p2_str("label_names"), p2_list([p2_str(n) for n in CIFAR10_LABEL_NAMES])),
+            (p2_str("num_vis"), p2_int(3072)),
         ]
     )
 
 
-def _check_images(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], what: str) -> None:
+def check_images(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], what: str) -> None:
     if x.dtype != np.uint8 or x.ndim != 4 or tuple(x.shape[1:]) != shape:
         raise ValueError(f"{what}: images must be uint8 (n, {', '.join(map(str, shape))}), got {x.shape} {x.dtype}")
     if y.ndim != 1 or y.shape[0] != x.shape[0]:
@@ -130,16 +130,16 @@ def write_cifar10_tar(
     path = Path(path)
     x_train, x_test = np.asarray(x_train), np.asarray(x_test)
     y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
-    _check_images(x_train, y_train, (32, 32, 3), "train")
-    _check_images(x_test, y_test, (32, 32, 3), "test")
+    check_images(x_train, y_train, (32, 32, 3), "train")
+    check_images(x_test, y_test, (32, 32, 3), "test")
     bounds = np.linspace(0, x_train.shape[0], 6).round().astype(int)
-    members: list[tuple[str, bytes]] = [(CIFAR10_META_MEMBER, _cifar_meta_pickle(int(bounds[1] - bounds[0])))]
+    members: list[tuple[str, bytes]] = [(CIFAR10_META_MEMBER, cifar_meta_pickle(int(bounds[1] - bounds[0])))]
     for i, name in enumerate(CIFAR10_TRAIN_MEMBERS):
         lo, hi = bounds[i], bounds[i + 1]
         members.append(
-            (name, _cifar_batch_pickle(x_train[lo:hi], y_train[lo:hi], f"training batch {i + 1} of 5", f"train{i + 1}"))
+            (name, cifar_batch_pickle(x_train[lo:hi], y_train[lo:hi], f"training batch {i + 1} of 5", f"train{i + 1}"))
         )
-    members.append((CIFAR10_TEST_MEMBER, _cifar_batch_pickle(x_test, y_test, "testing batch 1 of 1", "test")))
+    members.append((CIFAR10_TEST_MEMBER, cifar_batch_pickle(x_test, y_test, "testing batch 1 of 1", "test")))
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:

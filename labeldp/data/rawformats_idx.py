@@ -24,7 +24,7 @@ class IDXFormatError(ValueError):
 
 
 # IDX type code -> big-endian numpy dtype
-_IDX_DTYPES = {
+IDX_DTYPES = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),
@@ -32,16 +32,16 @@ _IDX_DTYPES = {
     0x0D: np.dtype(">f4"),
     0x0E: np.dtype(">f8"),
 }
-_IDX_CODES = {np.dtype(v).newbyteorder("=").str[1:]: k for k, v in _IDX_DTYPES.items()}
+IDX_CODES = {np.dtype(v).newbyteorder("=").str[1:]: k for k, v in IDX_DTYPES.items()}
 
-_GZIP_MAGIC = b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _read_maybe_gzip(path: Path) -> bytes:
+def read_maybe_gzip(path: Path) -> bytes:
     with open(path, "rb") as fh:
         head = fh.read(2)
         fh.seek(0)
-        if head == _GZIP_MAGIC:
+        if head == GZIP_MAGIC:
             try:
                 with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
                     return gz.read()
@@ -58,12 +58,12 @@ def read_idx(path: str | os.PathLike, *, expected_magic: int | None = None) -> n
     payload, or (when ``expected_magic`` is given, e.g. 2051 for images) the wrong kind.
     """
     path = Path(path)
-    buf = _read_maybe_gzip(path)
+    buf = read_maybe_gzip(path)
     if len(buf) < 4:
         raise IDXFormatError(f"{path}: {len(buf)} bytes is too short for an IDX header")
     magic = struct.unpack(">i", buf[:4])[0]
     zero, type_code, ndim = struct.unpack(">HBB", buf[:4])
-    if zero != 0 or type_code not in _IDX_DTYPES or ndim == 0:
+    if zero != 0 or type_code not in IDX_DTYPES or ndim == 0:
         raise IDXFormatError(
             f"{path}: bad IDX magic number {magic} (0x{magic & 0xFFFFFFFF:08x}); expected "
             f"{IDX_LABELS_MAGIC} (labels) or {IDX_IMAGES_MAGIC} (images) for MNIST-family "
@@ -82,7 +82,7 @@ def read_idx(path: str | os.PathLike, *, expected_magic: int | None = None) -> n
     shape = struct.unpack(">" + "i" * ndim, buf[4:header_len])
     if any(d < 0 for d in shape):
         raise IDXFormatError(f"{path}: negative dimension in IDX header {shape}")
-    dtype = _IDX_DTYPES[type_code]
+    dtype = IDX_DTYPES[type_code]
     expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     actual = len(buf) - header_len
     if actual != expected:
@@ -103,13 +103,13 @@ def write_idx(path: str | os.PathLike, array: np.ndarray) -> Path:
     path = Path(path)
     array = np.asarray(array)
     key = array.dtype.newbyteorder("=").str[1:]
-    if key not in _IDX_CODES:
-        raise TypeError(f"IDX cannot store dtype {array.dtype}; use one of {sorted(_IDX_CODES)}")
+    if key not in IDX_CODES:
+        raise TypeError(f"IDX cannot store dtype {array.dtype}; use one of {sorted(IDX_CODES)}")
     if array.ndim == 0 or array.ndim > 255:
         raise ValueError(f"IDX needs 1..255 dimensions, got {array.ndim}")
-    code = _IDX_CODES[key]
+    code = IDX_CODES[key]
     header = struct.pack(">HBB", 0, code, array.ndim) + struct.pack(">" + "i" * array.ndim, *array.shape)
-    payload = header + np.ascontiguousarray(array, dtype=_IDX_DTYPES[code]).tobytes()
+    payload = header + np.ascontiguousarray(array, dtype=IDX_DTYPES[code]).tobytes()
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.name.endswith(".gz"):
         with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
