@@ -17,7 +17,8 @@ PLD accountant (:func:`label_event_epsilon`), instead of a sentence in ``privacy
   ``LaplaceDpEvent`` cannot be used for delta = 0: its PLD truncates the tails, and measured with
   dp_accounting 0.6.0 its epsilon at delta = 0 is infinite; it has no ``REPLACE_ONE`` analysis.)
 * A budget split (a private prior at eps_p, then a randomizer at eps_r) is a
-  ``ComposedDpEvent``; a user's k labels each randomised at eps / k (000 Table 7's user-level RR,
+  ``ComposedDpEvent``, as is 002's Hybrid (RR at eps1 on every label, then DP-SGD's event: its
+  label-substitution epsilon is checked against the sum the record states); a user's k labels each randomised at eps / k (000 Table 7's user-level RR,
   group privacy) are ``SelfComposedDpEvent(event, k)``.
 """
 
@@ -31,6 +32,7 @@ import dp_accounting
 from dp_accounting import dp_event as dp_event_lib
 from dp_accounting.pld import pld_privacy_accountant
 
+from labeldp.accounting.checks import RELATIVE_DISCRETIZATION
 from labeldp.accounting.events import describe_event, event_from_description
 
 __all__ = [
@@ -129,12 +131,28 @@ def per_user_label_event(event: dp_event_lib.DpEvent, *, labels_per_user: int) -
     return event if k == 1 else dp_event_lib.SelfComposedDpEvent(event, k)
 
 
+def _only_randomized_response(event: dp_event_lib.DpEvent) -> bool:
+    """True when every leaf of ``event`` is a ``RandomizedResponseDpEvent`` (a pure label event)."""
+    if isinstance(event, dp_event_lib.ComposedDpEvent):
+        return all(_only_randomized_response(e) for e in event.events)
+    if isinstance(event, dp_event_lib.SelfComposedDpEvent):
+        return _only_randomized_response(event.event)
+    return isinstance(event, dp_event_lib.RandomizedResponseDpEvent)
+
+
 def _parts(event: dp_event_lib.DpEvent) -> int:
+    """Grid steps the PLD may round up by: one per randomized-response part, one per other leaf."""
     if isinstance(event, dp_event_lib.ComposedDpEvent):
         return sum(_parts(e) for e in event.events)
     if isinstance(event, dp_event_lib.SelfComposedDpEvent):
-        return event.count * _parts(event.event)
+        return event.count * _parts(event.event) if _only_randomized_response(event.event) else 1
     return 1
+
+
+def _relative_vdi(event: dp_event_lib.DpEvent) -> float:
+    """The PLD grid relative to the epsilon: fine for pure label events, the DP-SGD accountant's
+    (:data:`labeldp.accounting.RELATIVE_DISCRETIZATION`) where a Gaussian part is composed in."""
+    return _RELATIVE_VDI if _only_randomized_response(event) else RELATIVE_DISCRETIZATION
 
 
 def _expanded(event: dp_event_lib.DpEvent) -> dp_event_lib.DpEvent:
@@ -145,7 +163,7 @@ def _expanded(event: dp_event_lib.DpEvent) -> dp_event_lib.DpEvent:
     0.25, not 1.0; ``tests/accounting/test_label_events.py`` keeps checking), so the label events
     are composed part by part (their counts are small: a user's labels).
     """
-    if isinstance(event, dp_event_lib.SelfComposedDpEvent):
+    if isinstance(event, dp_event_lib.SelfComposedDpEvent) and _only_randomized_response(event.event):
         return dp_event_lib.ComposedDpEvent([_expanded(event.event)] * int(event.count))
     if isinstance(event, dp_event_lib.ComposedDpEvent):
         return dp_event_lib.ComposedDpEvent([_expanded(e) for e in event.events])
@@ -169,7 +187,7 @@ def label_event_epsilon(event: dp_event_lib.DpEvent, *, delta: float = 0.0, scal
     """
     if not 0.0 <= float(delta) < 1.0:
         raise ValueError(f"delta must be in [0, 1), got {delta!r}.")
-    vdi = _RELATIVE_VDI * max(float(scale), 1e-3)
+    vdi = _relative_vdi(event) * max(float(scale), 1e-3)
     accountant = pld_privacy_accountant.PLDAccountant(LABEL_EVENT_RELATION, value_discretization_interval=vdi)
     if not accountant.supports(event):
         raise ValueError(f"dp_accounting's PLD accountant cannot analyse {event!r} under {LABEL_EVENT_RELATION.name}.")
@@ -179,7 +197,7 @@ def label_event_epsilon(event: dp_event_lib.DpEvent, *, delta: float = 0.0, scal
 
 def label_event_tolerance(event: dp_event_lib.DpEvent, *, epsilon: float) -> float:
     """How far above ``epsilon`` :func:`label_event_epsilon` may round (one grid step per part)."""
-    return _parts(event) * _RELATIVE_VDI * max(float(epsilon), 1e-3) + 1e-12
+    return _parts(event) * _relative_vdi(event) * max(float(epsilon), 1e-3) + 1e-12
 
 
 def label_event_from_record(privacy: Mapping[str, Any]) -> dp_event_lib.DpEvent | None:

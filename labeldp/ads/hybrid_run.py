@@ -151,8 +151,7 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
         accounting=None if acc is None else {**acc.to_dict(), "phase1_epsilon": eps1},
         neighboring_relation=relation,
         epsilon_by_relation=by_rel if acc is not None else None,
-        # RR only: its event; with a DP phase, the accountant's event is in ``accounting`` and phase 1 adds eps1
-        event=label_events.randomized_response_event(epsilon=eps1, num_classes=2) if acc is None else None,
+        event=_composed_event(eps1, acc),
     )
     return MethodResult(
         metrics={
@@ -182,3 +181,12 @@ def run_hybrid(data, spec: RunSpec, *, rule: str, name: str) -> MethodResult:
             ),
         },
     )
+
+
+def _composed_event(eps1: float, acc):
+    """The run's label event: phase 1's binary RR at eps1 on every label, then phase 2's DP-SGD event
+    (its accountant's), composed; None for DP-SGD alone (its event is the accountant's record's)."""
+    rr = label_events.randomized_response_event(epsilon=eps1, num_classes=2) if eps1 > 0 else None
+    if acc is None or rr is None:
+        return rr
+    return label_events.composed_label_event([rr, acc.dp_event()])

@@ -157,8 +157,9 @@ class PrivacyOutcome:
             )
         relation = _relation_name(self.neighboring_relation)
         label_event = {}
-        if self.event is not None:
-            label_event = _checked_label_event(self.event, epsilon=self.epsilon, delta=self.delta, name=self.mechanism)
+        if self.event is not None:  # a label event bounds the label-substitution epsilon
+            stated = (self.epsilon_by_relation or {}).get("label_substitution", self.epsilon)
+            label_event = _checked_label_event(self.event, epsilon=float(stated), delta=self.delta, name=self.mechanism)
         return {
             **label_event,
             "dp_accounting_relation": _dp_accounting_relation(relation),

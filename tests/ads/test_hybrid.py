@@ -96,6 +96,16 @@ def test_each_method_composes_its_phases_budgets(data, method, keys):
         assert d["phase2_steps"] == int(HP["dp_epochs"] * len(data.y_train) // HP["dp_batch_size"])
     if method == "hybrid":
         assert d["epsilon1"] == pytest.approx(3.0) and d["label_noise_rate"] is not None
+        # the record's event: binary RR at eps1, then the DP phase's event; the accountant's epsilon for
+        # it under label substitution is at most the basic composition the record states, and above eps1
+        from labeldp.accounting import label_events
+
+        rec = p.to_dict(target_epsilon=5.0)
+        event = label_events.label_event_from_record(rec)
+        assert type(event).__name__ == "ComposedDpEvent" and len(event.events) == 2
+        stated = rec["epsilon_by_relation"]["label_substitution"]
+        got = label_events.label_event_epsilon(event, delta=rec["delta"], scale=stated)
+        assert d["epsilon1"] < got <= stated + label_events.label_event_tolerance(event, epsilon=stated), (got, stated)
     assert 0.0 <= res.metrics["test_auc"] <= 1.0
     assert d["data_deviation"] == "000's user-split preparation, not 002's random 80/20 split"  # the fixture's split
 
