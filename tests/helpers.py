@@ -57,3 +57,21 @@ def assert_label_event_reaccounts(privacy: dict) -> None:
     eps = float(privacy["epsilon"])
     got = label_events.label_event_epsilon(event, delta=float(privacy["delta"]), scale=eps)
     assert eps * (1 - 1e-4) <= got <= eps + label_events.label_event_tolerance(event, epsilon=eps), (got, eps)
+
+
+def fake_mnist_images(n_train=256, n_test=128, k=10, seed=0, source="fake"):
+    """Random 28x28x1 uint8 images with random labels, shaped like prepared MNIST (name ``mnist``), for
+    tests that run a method end to end without data."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return types.SimpleNamespace(
+        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
+        y_train=rng.integers(0, k, n_train),
+        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
+        y_test=rng.integers(0, k, n_test),
+        num_classes=k,
+        name="mnist",
+        source=source,
+        subset=None,
+    )

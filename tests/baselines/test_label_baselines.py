@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import types
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ from scipy import stats
 from baselines import alibi, common, lp_2st, rr, rr_debiased
 from labeldp.mechanisms import classification as cls
 from labeldp.methods.base import MethodResult, RunSpec
-from tests.helpers import assert_label_event_reaccounts
+from tests.helpers import assert_label_event_reaccounts, fake_mnist_images
 
 P_MIN = 1e-4
 
@@ -301,17 +300,7 @@ def test_registry_finds_method(module):
 
 
 def _fake_data(n_train=256, n_test=128, k=10, seed=0):
-    rng = np.random.default_rng(seed)
-    return types.SimpleNamespace(
-        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-        y_train=rng.integers(0, k, n_train),
-        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
-        y_test=rng.integers(0, k, n_test),
-        num_classes=k,
-        name="mnist",
-        source="fake",
-        subset=None,
-    )
+    return fake_mnist_images(n_train, n_test, k, seed)
 
 
 def _spec(method, *, epsilon=1.0, seed=0, epochs=1, options=None):

@@ -4,7 +4,6 @@ reuse filter, LP-2ST as its T = 2 case, and clear errors for bad stage options."
 from __future__ import annotations
 
 import dataclasses as dc
-import types
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from baselines import lp_2st, lp_mst
 from labeldp import accounting
 from labeldp.methods.base import RunSpec
-from tests.helpers import assert_label_event_reaccounts
+from tests.helpers import assert_label_event_reaccounts, fake_mnist_images
 
 
 def _logits_from_noisy(n, k, seed):
@@ -165,14 +164,4 @@ def _spec(method, *, epsilon=1.0, seed=0, options=None):
 
 
 def _fake_data(n_train=192, n_test=64, k=10, seed=0):
-    rng = np.random.default_rng(seed)
-    return types.SimpleNamespace(
-        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-        y_train=rng.integers(0, k, n_train),
-        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
-        y_test=rng.integers(0, k, n_test),
-        num_classes=k,
-        name="mnist",
-        source="fake",
-        subset=None,
-    )
+    return fake_mnist_images(n_train, n_test, k, seed)

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import math
 import textwrap
-import types
 
-import numpy as np
 import pytest
 
 from labeldp import plan, records, runner
 from labeldp.methods import registry
 from labeldp.report import tables
-from tests.helpers import assert_label_event_reaccounts, repo_config
+from tests.helpers import assert_label_event_reaccounts, repo_config, fake_mnist_images
 
 TOY_METHOD = textwrap.dedent(
     '''
@@ -55,18 +53,8 @@ TOY_METHOD = textwrap.dedent(
 )
 
 
-def _fake_images(n_train=256, n_test=128, k=10, seed=0):
-    rng = np.random.default_rng(seed)
-    return types.SimpleNamespace(
-        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-        y_train=rng.integers(0, k, n_train),
-        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
-        y_test=rng.integers(0, k, n_test),
-        num_classes=k,
-        name="mnist",
-        source="synthetic_standin",
-        subset=None,
-    )
+def _fake_images():
+    return fake_mnist_images(source="synthetic_standin")
 
 
 @pytest.fixture
