@@ -1,4 +1,4 @@
-"""What the data layer knows about one dataset: :class:`DatasetSpec` and its :class:`RemoteFile`\ s
+"""What the data layer knows about one dataset: :class:`DatasetSpec` and its :class:`RemoteFile` entries
 (the built-in specs: :mod:`labeldp.data.builtin_sources`; lookup: :mod:`labeldp.data.registry`)."""
 
 from __future__ import annotations
