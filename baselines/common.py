@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from labeldp.methods.base import PrivacyOutcome, RunSpec, check_options  # noqa: F401 (re-exported)
+from labeldp.methods.base import PrivacyOutcome, RunSpec, check_options, label_dp_outcome  # noqa: F401 (re-exported)
 
 __all__ = [
     "STREAM_RANDOMIZED_RESPONSE",
@@ -85,17 +85,7 @@ def pure_label_dp(epsilon: float, mechanism: str, *, event) -> PrivacyOutcome:
       event: the randomizer's ``dp_accounting`` event (:mod:`labeldp.accounting.label_events`);
         the record stores it and refuses an ``epsilon`` the event does not reach.
     """
-    from labeldp.accounting.label_events import LABEL_EVENT_RELATION
-
-    return PrivacyOutcome(
-        epsilon=float(epsilon),
-        delta=0.0,
-        valid=True,
-        mechanism=mechanism,
-        accounting=None,
-        neighboring_relation=LABEL_EVENT_RELATION,
-        event=event,
-    )
+    return label_dp_outcome(epsilon=epsilon, mechanism=mechanism, event=event)
 
 
 def label_accuracy(noisy_labels, true_labels) -> float:

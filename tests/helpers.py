@@ -75,3 +75,15 @@ def fake_mnist_images(n_train=256, n_test=128, k=10, seed=0, source="fake"):
         source=source,
         subset=None,
     )
+
+
+def user_package(tmp_path, monkeypatch, package: str, modules: dict[str, str]):
+    """Writes ``modules`` (name -> source) as the package ``package`` of a user's own under
+    ``tmp_path`` and puts it on ``sys.path``, as a project outside this repository would be."""
+    pkg = tmp_path / package
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, source in modules.items():
+        (pkg / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return pkg

@@ -40,7 +40,7 @@ import time
 import numpy as np
 
 from labeldp.accounting import label_events
-from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options
+from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options, label_dp_outcome
 
 __all__ = ["run_hybrid_user_level", "OPTIONS", "PHASE_SPLITS", "K_MAX", "user_level_delta", "user_level_epsilon"]
 
@@ -234,10 +234,8 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
         "sensitive_features": list(data.sensitive_features),
     }
     if acc is None:  # RR only: pure, exact under label substitution
-        privacy = PrivacyOutcome(
-            epsilon=float(spec.epsilon),
-            delta=0.0,
-            neighboring_relation=label_events.LABEL_EVENT_RELATION,
+        privacy = label_dp_outcome(
+            epsilon=spec.epsilon,
             privacy_unit="user",
             event=label_events.per_user_label_event(
                 label_events.randomized_response_event(epsilon=per_label_eps1, num_classes=2), labels_per_user=k1

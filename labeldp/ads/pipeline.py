@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from labeldp.accounting import label_events
-from labeldp.methods.base import NON_PRIVATE, MethodResult, PrivacyOutcome, RunSpec, check_options
+from labeldp.methods.base import NON_PRIVATE, MethodResult, RunSpec, check_options, label_dp_outcome
 
 __all__ = ["run_ads_method", "user_arrays", "ADS_OPTIONS"]
 
@@ -202,14 +202,12 @@ def run_ads_method(data, spec: RunSpec, *, method: str) -> MethodResult:
                 rng=np.random.default_rng([spec.seed, LABEL_STREAM, 7]),
             ).astype(np.int32)
             details.update(per_label_epsilon=per_label, label_noise_rate=float(np.mean(flat_y != y.reshape(-1))))
-            privacy = PrivacyOutcome(
-                epsilon=float(spec.epsilon),
-                delta=0.0,
+            privacy = label_dp_outcome(
+                epsilon=spec.epsilon,
                 mechanism=(
                     f"randomized_response at eps/k = {per_label:.6g} on each of a user's k = {k} labels "
                     "(group privacy: eps-DP for the user's label vector)"
                 ),
-                neighboring_relation=label_events.LABEL_EVENT_RELATION,
                 privacy_unit="user",
                 event=label_events.per_user_label_event(
                     label_events.randomized_response_event(epsilon=per_label, num_classes=2), labels_per_user=k

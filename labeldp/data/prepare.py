@@ -207,8 +207,8 @@ def prepare_image_dataset(
     elif spec.raw_format == "cifar10_python":
         member_md5 = None if synthetic else dict(spec.members)
         splits = read_cifar10_tar(paths[spec.files[0].filename], member_md5=member_md5)
-    elif source_module(name) is not None and hasattr(source_module(name), "read_raw"):
-        splits = RawSplits(*source_module(name).read_raw(paths))  # a data source of the user's own
+    elif hasattr(source_module(name), "read_raw"):  # a data source of the user's own
+        splits = RawSplits(*source_module(name).read_raw(paths))
     else:
         raise NotImplementedError(
             f"no parser for raw format {spec.raw_format!r} of {name}: a data source module defines read_raw(paths)"

@@ -180,6 +180,31 @@ class PrivacyOutcome:
         }
 
 
+def label_dp_outcome(*, epsilon: float, mechanism: str, event: Any, privacy_unit: str = "example") -> PrivacyOutcome:
+    """The privacy outcome of a label randomizer: pure ``(epsilon, 0)`` under label substitution
+    (``dp_accounting``'s ``REPLACE_ONE``), no accountant's record, its guarantee stated by ``event``
+    (:mod:`labeldp.accounting.label_events`; the record refuses an ``epsilon`` the event does not reach).
+
+    Args:
+      epsilon: the stated epsilon (per label, or per user for ``privacy_unit="user"``).
+      mechanism: a short description.
+      event: the randomizer's ``dp_accounting`` event.
+      privacy_unit: ``"example"`` or ``"user"`` (all of one user's labels, group privacy).
+    """
+    from labeldp.accounting.label_events import LABEL_EVENT_RELATION
+
+    return PrivacyOutcome(
+        epsilon=float(epsilon),
+        delta=0.0,
+        valid=True,
+        mechanism=mechanism,
+        accounting=None,
+        neighboring_relation=LABEL_EVENT_RELATION,
+        privacy_unit=privacy_unit,
+        event=event,
+    )
+
+
 NON_PRIVATE = PrivacyOutcome(
     epsilon=math.inf, delta=0.0, valid=True, mechanism="none (non-private)", neighboring_relation="label_substitution"
 )

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from labeldp.accounting import label_events
-from labeldp.methods.base import PrivacyOutcome, RunSpec
+from labeldp.methods.base import PrivacyOutcome, RunSpec, label_dp_outcome
 from labeldp.regression.pipeline import Randomized, prior_epsilon
 
 __all__ = ["additive", "rr_on_bins_randomizer", "optimal_unbiased_randomizer_fn", "pure_dp"]
@@ -39,15 +39,7 @@ def pure_dp(epsilon: float, mechanism: str, *, budget_split: tuple[float, ...] |
     """
     parts = [p for p in (budget_split or (float(epsilon),)) if p > 0]
     event = label_events.composed_label_event([label_events.pure_epsilon_event(epsilon=p) for p in parts])
-    return PrivacyOutcome(
-        epsilon=float(epsilon),
-        delta=0.0,
-        valid=True,
-        mechanism=mechanism,
-        accounting=None,
-        neighboring_relation=label_events.LABEL_EVENT_RELATION,
-        event=event,
-    )
+    return label_dp_outcome(epsilon=epsilon, mechanism=mechanism, event=event)
 
 
 def additive(kind: str, *, clip: bool):

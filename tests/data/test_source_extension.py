@@ -15,7 +15,7 @@ from labeldp import plan, records, runner
 from labeldp.data import prepare
 from labeldp.data import registry
 from labeldp.report import tables
-from tests.helpers import repo_config
+from tests.helpers import repo_config, user_package
 
 TOY_SOURCE = textwrap.dedent(
     '''
@@ -66,11 +66,7 @@ TOY_SOURCE = textwrap.dedent(
 
 @pytest.fixture
 def toy_source(tmp_path, monkeypatch):
-    pkg = tmp_path / "toylab_data"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "toy_blobs.py").write_text(TOY_SOURCE)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    user_package(tmp_path, monkeypatch, "toylab_data", {"toy_blobs": TOY_SOURCE})
     monkeypatch.setenv(registry.SOURCES_ENV, "toylab_data.toy_blobs")
     return registry.source_module("toy_blobs")
 

@@ -13,7 +13,7 @@ import pytest
 from labeldp import plan, records, runner
 from labeldp.methods import registry
 from labeldp.report import tables
-from tests.helpers import assert_label_event_reaccounts, repo_config, fake_mnist_images
+from tests.helpers import assert_label_event_reaccounts, fake_mnist_images, repo_config, user_package
 
 TOY_METHOD = textwrap.dedent(
     '''
@@ -59,11 +59,7 @@ def _fake_images():
 
 @pytest.fixture
 def toy_package(tmp_path, monkeypatch):
-    pkg = tmp_path / "toylab_methods"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "toy_rr.py").write_text(TOY_METHOD)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    pkg = user_package(tmp_path, monkeypatch, "toylab_methods", {"toy_rr": TOY_METHOD})
     monkeypatch.setenv(registry.EXTENSION_ENV, "toylab_methods")
     return pkg
 
