@@ -32,7 +32,7 @@ import dp_accounting
 from dp_accounting import dp_event as dp_event_lib
 from dp_accounting.pld import pld_privacy_accountant
 
-from labeldp.accounting.checks import RELATIVE_DISCRETIZATION
+from labeldp.accounting.checks import RELATIVE_DISCRETIZATION, check_positive
 from labeldp.accounting.events import describe_event, event_from_description
 
 __all__ = [
@@ -54,16 +54,6 @@ LABEL_EVENT_RELATION = dp_accounting.NeighboringRelation.REPLACE_ONE
 _RELATIVE_VDI = 1e-6
 
 
-def _check_epsilon(epsilon: Any) -> float:
-    try:
-        eps = float(epsilon)
-    except (TypeError, ValueError):
-        raise ValueError(f"epsilon must be a positive finite float, got {epsilon!r}.") from None
-    if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"epsilon must be a positive finite float (a label randomizer's budget), got {epsilon!r}.")
-    return eps
-
-
 def _check_count(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
@@ -81,7 +71,7 @@ def randomized_response_event(*, epsilon: float, num_classes: int) -> dp_event_l
       ``RandomizedResponseDpEvent(noise_parameter=K / (e^eps + K - 1), num_buckets=K)``: it keeps
       the label with probability ``1 - p + p / K = e^eps / (e^eps + K - 1)``, as 001 eq. 1.
     """
-    eps = _check_epsilon(epsilon)
+    eps = check_positive(epsilon, "epsilon")
     k = _check_count(num_classes, "num_classes", 2)
     return dp_event_lib.RandomizedResponseDpEvent(noise_parameter=k / (math.exp(eps) + k - 1), num_buckets=k)
 
