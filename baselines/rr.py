@@ -19,7 +19,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "rr"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data with users (labeldp.ads, 000 Table 7)
+DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data (labeldp.tasks.ads; 000 Table 7 per user)
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 
@@ -45,48 +45,54 @@ def noisy_targets(labels, *, num_classes: int, epsilon: float, rng):
 
 
 def run(data, spec: RunSpec) -> MethodResult:
-    """Randomizes the training labels once with RR and trains on them.
+    """Randomizes the training labels once with RR and trains on them, on any classification task.
+
+    At the user level (ads data with ``examples_per_user = k``, 000 Section 6) each of a user's k labels is
+    randomised at eps / k: by basic composition (group privacy) the user's label vector is eps-DP.
 
     Args:
-      data: a prepared image dataset (``x_train``, ``y_train``, ``num_classes``, ...).
+      data: a prepared classification dataset (images, features, binary ads data).
       spec: the run (finite ``epsilon``).
 
     Returns:
-      A :class:`MethodResult`; ``details`` has the noisy-label accuracy and the test-set confusion
-      matrices of the trained model and of the model at initialisation (000 Figure 4).
+      A :class:`MethodResult`; ``details`` has the noisy-label accuracy and, on images, the test-set
+      confusion matrices of the trained model and of the model at initialisation (000 Figure 4).
     """
     from baselines import common
+    from labeldp import tasks
     from labeldp.accounting import label_events
-    from labeldp.methods.common import build_model_for, train_and_evaluate
+    from labeldp.mechanisms.user_level import rr_group_epsilon, user_randomized_response
 
-    if getattr(data, "kind", "image") == "tabular":  # user-level RR at eps / k per label
-        from labeldp.ads.pipeline import run_ads_method
-
-        return run_ads_method(data, spec, method=NAME)
     eps = common.require_private(spec, NAME)
-    common.check_options(spec, (), NAME)
-    rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)
-    noisy, weights = noisy_targets(data.y_train, num_classes=data.num_classes, epsilon=eps, rng=rng)
-    model = build_model_for(data)
-    confusion: dict = {}
-    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc=NAME, confusion=confusion)
+    task = tasks.task_for(data, spec)
+    tasks.check_task_options(task, spec, (), NAME)
+    units = task.training_labels()
+    k, num_classes = units.labels_per_unit, units.num_classes
+    per_label = rr_group_epsilon(epsilon=eps, k=k)
+    stream = common.STREAM_RANDOMIZED_RESPONSE
+    noisy = user_randomized_response(
+        units.labels, units.unit_ids, epsilon=eps, k=k, num_classes=num_classes, rng=task.label_rng(stream)
+    )
+    trained = task.train_on_targets(noisy, desc=NAME, confusion=True)
+    mechanism = MECHANISM
+    if units.privacy_unit == "user":
+        mechanism = (
+            f"randomized_response at eps/k = {per_label:.6g} on each of a user's k = {k} labels "
+            "(group privacy: eps-DP for the user's label vector)"
+        )
+    event = label_events.per_user_label_event(
+        label_events.randomized_response_event(epsilon=per_label, num_classes=num_classes), labels_per_user=k
+    )
     details = {
-        "noisy_label_accuracy": common.label_accuracy(noisy, data.y_train),
-        "rr_keep_probability": _keep_probability(eps, data.num_classes),
+        "noisy_label_accuracy": common.label_accuracy(noisy, units.labels),
+        "rr_keep_probability": _keep_probability(per_label, num_classes),
+        "per_label_epsilon": per_label,
         "num_train": int(len(noisy)),
-        "label_rng": [int(spec.seed), common.STREAM_RANDOMIZED_RESPONSE],
-        # test-set confusion matrices (rows: true class), trained and at initialisation: 000 Figure 4
-        "confusion_matrix": confusion["test"],
-        "confusion_matrix_init": confusion["init"],
+        "label_rng": list(task.label_entropy(stream)),
     }
-    return MethodResult(
-        metrics=metrics,
-        privacy=common.pure_label_dp(
-            eps, MECHANISM, event=label_events.randomized_response_event(epsilon=eps, num_classes=data.num_classes)
-        ),
-        timings=timings,
+    return trained.result(
+        common.label_dp_outcome(epsilon=eps, mechanism=mechanism, privacy_unit=units.privacy_unit, event=event),
         details=details,
-        audit_log_probs=audit,
     )
 
 

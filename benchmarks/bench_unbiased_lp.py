@@ -1,11 +1,11 @@
 """003 Algorithm 1 (the optimal unbiased randomizer LP): wall time and memory against the mesh size.
 
 What is timed is what :func:`labeldp.mechanisms.regression_unbiased.optimal_unbiased_randomizer`
-runs, split in its two stages: the LP solve (``_solve_unbiased_lp``, HiGHS through
-``scipy.optimize.linprog``) and the ``_polish`` step that makes the solution exactly unbiased
+runs, split in its two stages: the LP solve (``solve_unbiased_lp``, HiGHS through
+``scipy.optimize.linprog``) and the ``polish_randomizer`` step that makes the solution exactly unbiased
 and exactly ``eps``-DP. Two solvers side by side, in the same run:
 
-* ``new``: ``_solve_unbiased_lp``, the library's solver: column generation over the output grid
+* ``new``: ``solve_unbiased_lp``, the library's solver: column generation over the output grid
   (003 Theorem 6: an optimal randomizer uses at most ``2k`` outputs), each restricted LP in the
   ``M = m + d, 0 <= d <= (e^eps - 1) m`` form, every grid output priced exactly;
 * ``old``: ``_solve_unbiased_lp_full``, the solver before it: one LP on the whole grid, two-sided
@@ -144,10 +144,10 @@ def worker(spec: dict) -> dict:
         return inner(cost, *a, **kw)
 
     LP._solve_lp_on_columns = counted
-    solve = LP._solve_unbiased_lp if solver == "new" else LP._solve_unbiased_lp_full
+    solve = LP.solve_unbiased_lp if solver == "new" else LP._solve_unbiased_lp_full
     raw, t_solve, mem_solve = _stage(lambda: solve(p, z, o, eps))
     LP._solve_lp_on_columns = inner
-    matrix, t_polish, mem_polish = _stage(lambda: LP._polish(raw, z, o, eps))
+    matrix, t_polish, mem_polish = _stage(lambda: LP.polish_randomizer(raw, z, o, eps))
     r = DiscreteRandomizer(support=sup, outputs=outs, matrix=matrix, probs=p, epsilon=eps, name="optimal unbiased")
     ratio = r.epsilon_dp_ratio()
     out = dict(
@@ -238,10 +238,10 @@ def render(rows, *, quick: bool, command: str, meta: dict) -> str:
         f"{meta['load_start']} at the start, {meta['load_end']} at the end (the machine is shared: wall times "
         "include other jobs' contention).",
         f"- command: `{command}`",
-        "- `new` = `_solve_unbiased_lp` (column generation over the grid, restricted LPs in the m + d form, "
+        "- `new` = `solve_unbiased_lp` (column generation over the grid, restricted LPs in the m + d form, "
         "exact pricing of every output); `old` = `_solve_unbiased_lp_full` (the solver before: one two-sided LP "
         'on the whole grid). Both: HiGHS via `scipy.optimize.linprog(method="highs")`, feasibility '
-        "tolerances 1e-10; then the same `_polish`.",
+        "tolerances 1e-10; then the same `polish_randomizer`.",
         "- priors (synthetic, see the script's docstring): Census, labels 1..52: 0.60 at 52, 0.10 over "
         "{12, 26, 40, 48, 50}, 0.30 over 1..51 proportional to y. Criteo, labels 0..400: (1 + y/20)^-2 "
         "below 400 (mass 0.98), 0.02 at 400.",

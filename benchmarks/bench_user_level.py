@@ -10,7 +10,7 @@ shape (the real data are not needed for timing):
   values drawn Zipf-like, index 0 = missing) and 1 numerical feature (standard normal); labels
   Bernoulli from a fixed random logistic function of the features (about 10% positives);
 * model: :class:`labeldp.ads.model.AdsMLP`, hidden (128, 64), embedding dimension 8 for every
-  feature (000 D.3, ``model_for("criteo_attribution")``), initial logit bias 0 (as the pipeline
+  feature (000 D.3, ``model_for("criteo_attribution")``), initial logit bias 0 (as the ads task
   uses for DP-SGD);
 * step: :func:`labeldp.dpsgd.make_dpsgd_step` built exactly as
   :func:`labeldp.ads.train.train_user_level` builds it (RMSProp, ``unit="user"``: a user's k
@@ -19,7 +19,7 @@ shape (the real data are not needed for timing):
   loop body of ``train_user_level`` (Poisson batch, alternative batch, gather, step) is what is
   timed, step by step, until the new state is ready;
 * LabelDP-Pro: the same step with ``denoiser=`` the user-level AltConv that
-  :func:`labeldp.ads.pipeline._user_denoiser` builds for the Table 7 variant ``k5``
+  :func:`labeldp.tasks.ads.user_denoiser` builds for the Table 7 variant ``k5``
   (``UserSum(inner=make_denoiser_for(spec), examples_per_user=k)``: per-example coefficient
   sets, raw vertices, and the converged projection's defaults (start at the predicted
   probabilities, FISTA to a Frank-Wolfe gap of 1e-3, ``proj_steps`` the cap), ``proj_step_size``
@@ -113,8 +113,9 @@ def _cpu_seconds() -> float:
 
 
 def _user_denoiser(a: dict):
-    """The denoiser and n2 exactly as the pipeline builds them for the Table 7 variant ``k<k>``."""
-    from labeldp.ads.pipeline import _user_denoiser as build
+    """The denoiser and n2 exactly as the ads task builds them for the Table 7 variant ``k<k>``."""
+    from labeldp.methods.pro_denoiser import make_denoiser_for
+    from labeldp.tasks.ads import user_denoiser
     from labeldp.methods.base import RunSpec
 
     hp = {
@@ -127,7 +128,7 @@ def _user_denoiser(a: dict):
         "smoothing": a["smoothing"],
     }
     options = {"denoiser": "alt_conv", "amplification": True, "examples_per_user": a["k"]}  # config.yaml's k5
-    if a["alt_users"] != a["batch"]:  # the pipeline's n2 defaults to the batch size
+    if a["alt_users"] != a["batch"]:  # the ads task's n2 defaults to the batch size
         options["alt_batch_size"] = a["alt_users"]
     spec = RunSpec(
         dataset="criteo_attribution",
@@ -139,7 +140,7 @@ def _user_denoiser(a: dict):
         hparams=hp,
         options=options,
     )
-    return build(spec, a["k"])
+    return user_denoiser(spec, make_denoiser_for, k=a["k"])
 
 
 def worker(a: dict) -> dict:

@@ -41,7 +41,7 @@ def render(p: dict) -> str:
         po = pro["projection_options"]
         lines.append(
             f"- LabelDP-Pro: `UserSum(inner=make_denoiser_for(spec), examples_per_user={s['k']})` as "
-            f"`labeldp/ads/pipeline.py::_user_denoiser` builds it (variant k{s['k']}): AltConv on an alternative batch of "
+            f"`labeldp/tasks/ads.py::user_denoiser` builds it (variant k{s['k']}): AltConv on an alternative batch of "
             f"{pro['alt_batch_users']} users ({pro['alt_batch_rows']} rows, 2 classes), vertices {po['vertices']}, "
             f"coefficient set {po['coefficient_set']}, start {po['start']}, momentum {po['momentum']}, Frank-Wolfe gap "
             f"tolerance {po['tol']:g} with at most {po['proj_steps (cap)']} iterations, step size {po['proj_step_size']}, "

@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
-from labeldp import records
+from labeldp import records, tasks
 from labeldp.methods import registry
 from labeldp.methods.base import MethodResult, RunSpec
 
@@ -24,7 +24,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 def run_spec(spec: RunSpec, data) -> MethodResult:
     """Runs ``spec`` on prepared ``data`` with the method's module."""
     method = registry.get_method(spec.method)
-    kind = getattr(data, "kind", "image")
+    kind = tasks.data_kind(data)
     if kind not in method.DATASET_KINDS:
         raise ValueError(f"method {spec.method} does not run on {kind} datasets")
     return method.run(data, spec)

@@ -181,19 +181,19 @@ def test_a_stated_revision_is_kept_beside_the_one_git_detects(tmp_path, monkeypa
 
 
 def test_table_header_names_stated_and_dirty_revisions():
-    from labeldp.report.tables import _revision_text
+    from labeldp.report.tables import revision_text
 
-    assert _revision_text({"commit": "aaa", "dirty": False}) == "aaa"
-    assert _revision_text({"commit": "aaa", "dirty": True}) == "aaa+dirty"
+    assert revision_text({"commit": "aaa", "dirty": False}) == "aaa"
+    assert revision_text({"commit": "aaa", "dirty": True}) == "aaa+dirty"
     assert (
-        _revision_text({"commit": "aaa", "dirty": True, "stated": {"commit": "bbb", "dirty": False}})
+        revision_text({"commit": "aaa", "dirty": True, "stated": {"commit": "bbb", "dirty": False}})
         == "aaa+dirty (stated: bbb)"
     )
-    assert _revision_text({"commit": "bbb", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb"
+    assert revision_text({"commit": "bbb", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb"
     # a short stated hash of the detected commit is the same revision
-    assert _revision_text({"commit": "bbb123", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb123"
+    assert revision_text({"commit": "bbb123", "dirty": False, "stated": {"commit": "bbb", "dirty": False}}) == "bbb123"
     # git could not tell: never shown as a clean revision
-    assert _revision_text({"commit": "aaa", "dirty": None}) == "aaa (tree state unknown)"
+    assert revision_text({"commit": "aaa", "dirty": None}) == "aaa (tree state unknown)"
 
 
 def test_a_privacy_outcome_must_state_its_relation():

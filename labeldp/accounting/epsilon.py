@@ -236,7 +236,7 @@ def _bracket(eps_of: Callable[[float], float], target: float, start: float) -> t
     return lo, hi
 
 
-def _calibrate(
+def calibrate_sigma_for(
     *,
     target_epsilon: float,
     target_delta: float,
@@ -295,7 +295,7 @@ def _calibrate(
     return float(sigma), vdi
 
 
-def _check_calibration(target_epsilon, target_delta, accountant, sampling_rate, steps, vdi, relation):
+def check_calibration(target_epsilon, target_delta, accountant, sampling_rate, steps, vdi, relation):
     target_epsilon = check_positive(target_epsilon, "target_epsilon")
     target_delta = check_delta(target_delta, "target_delta")
     accountant = check_accountant(accountant)
@@ -349,7 +349,7 @@ def calibrate_noise_multiplier(
     Returns:
       sigma.
     """
-    (target_epsilon, target_delta, accountant, q, t, vdi, relation) = _check_calibration(
+    (target_epsilon, target_delta, accountant, q, t, vdi, relation) = check_calibration(
         target_epsilon,
         target_delta,
         accountant,
@@ -358,7 +358,7 @@ def calibrate_noise_multiplier(
         value_discretization_interval,
         neighboring_relation,
     )
-    return _calibrate(
+    return calibrate_sigma_for(
         target_epsilon=target_epsilon,
         target_delta=target_delta,
         sampling_rate=q,

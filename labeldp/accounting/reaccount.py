@@ -23,7 +23,7 @@ from dp_accounting import dp_event as dp_event_lib
 from labeldp.accounting import label_events
 from labeldp.accounting.checks import check_relation, to_relation
 from labeldp.accounting.events import event_from_description
-from labeldp.accounting.records import _dp_accounting_version, epsilons_by_relation
+from labeldp.accounting.records import installed_dp_accounting_version, epsilons_by_relation
 
 __all__ = ["label_event_of_record", "reaccount_record"]
 
@@ -155,7 +155,7 @@ def reaccount_record(record: Mapping[str, Any], *, revision: str | None = None) 
     _named_relation(priv)
     priv["reaccounted"] = {
         "what": "epsilon_by_relation added from the stored event (no retraining)",
-        "dp_accounting_version": _dp_accounting_version(),
+        "dp_accounting_version": installed_dp_accounting_version(),
         "revision": revision,
         "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
     }

@@ -29,7 +29,7 @@ from labeldp.accounting.checks import (
     relation_name,
     to_relation,
 )
-from labeldp.accounting.epsilon import _calibrate, _check_calibration, dpsgd_event, event_epsilon
+from labeldp.accounting.epsilon import calibrate_sigma_for, check_calibration, dpsgd_event, event_epsilon
 from labeldp.accounting.events import describe_event, event_from_description
 
 # ---------------------------------------------------------------------------
@@ -90,7 +90,7 @@ class AccountingRecord:
         return event_from_description(self.event)
 
 
-def _dp_accounting_version() -> str:
+def installed_dp_accounting_version() -> str:
     try:
         return importlib.metadata.version("dp-accounting")
     except importlib.metadata.PackageNotFoundError:  # pragma: no cover
@@ -155,7 +155,7 @@ def _record(
         target_epsilon=None if target_epsilon is None else float(target_epsilon),
         value_discretization_interval=vdi,
         neighboring_relation=relation_name(relation),
-        dp_accounting_version=_dp_accounting_version(),
+        dp_accounting_version=installed_dp_accounting_version(),
         event=describe_event(event),
         event_repr=repr(event),
         epsilon_by_relation=by_rel,
@@ -227,7 +227,7 @@ def account_dpsgd(
     Returns:
       :class:`AccountingRecord`.
     """
-    checked = _check_calibration(
+    checked = check_calibration(
         target_epsilon,
         target_delta,
         accountant,
@@ -245,7 +245,7 @@ def _account_checked(target_epsilon, target_delta, accountant, q, t, vdi, relati
     pure function of them, and the runs of a sweep that share eps, q and steps
     (000 Table 8's learning rates and clip norms, every seed) would otherwise
     calibrate the same sigma again (0.3-1.2 s each)."""
-    sigma, vdi = _calibrate(
+    sigma, vdi = calibrate_sigma_for(
         target_epsilon=target_epsilon,
         target_delta=target_delta,
         sampling_rate=q,

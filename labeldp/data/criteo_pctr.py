@@ -106,7 +106,7 @@ from .criteo_pctr_reader import (  # the raw format and its streaming reader (th
     log_transform,
     split_sizes,
     archive_path,
-    _blocks,
+    line_blocks,
     count_rows,
     Interner,
     open_member,
@@ -230,7 +230,7 @@ def prepare_dataset(
     row = 0
     tar, fh = open_member(archive)
     with tar:
-        for line_no, block in _blocks(fh, n):
+        for line_no, block in line_blocks(fh, n):
             labels, num, cat = parse_block(block, line_no)
             m = len(labels)
             if row + m > n:

@@ -5,7 +5,7 @@ Results" and Appendix A): the raw format's names and columns and the streaming, 
 * the archive's and its members' names, the 40 columns (``label, I1 .. I13, C1 .. C26``) and
   :data:`BLOCK_BYTES`, the size of the blocks of complete lines read at a time;
 * opening the archive as a tar stream (``archive_path``, ``open_member``);
-* ``_blocks``: blocks of complete lines, every line's field count and label checked;
+* ``line_blocks``: blocks of complete lines, every line's field count and label checked;
 * ``parse_block`` / ``_parse_field``: the exact parse of a block, vectorised over the bytes (decimal
   integers for I1..I13, 32-bit hex hashes for C1..C26; no type inference);
 * ``Interner``: a categorical column's distinct values -> int32 ids (first-seen order), renumbered in
@@ -116,7 +116,7 @@ def _line(block: bytes, starts: np.ndarray, ends: np.ndarray, i: int) -> str:
     return block[starts[i] : ends[i]].decode("utf-8", "replace")
 
 
-def _blocks(fh, limit: int | None):
+def line_blocks(fh, limit: int | None):
     """Yields ``(first line number, bytes)`` of complete lines (at most ``limit`` lines in all), after
     checking every line's field count and label (exactly ``0`` or ``1``)."""
     line_no, carry, done = 1, b"", False
@@ -172,7 +172,7 @@ def _blocks(fh, limit: int | None):
 def count_rows(archive: Path, limit: int | None) -> int:
     tar, fh = open_member(archive)
     with tar:
-        return sum(block.count(b"\n") for _, block in _blocks(fh, limit))
+        return sum(block.count(b"\n") for _, block in line_blocks(fh, limit))
 
 
 def _digit_table(digits: str) -> np.ndarray:
@@ -210,7 +210,7 @@ def _parse_field(arr: np.ndarray, start: np.ndarray, end: np.ndarray, base: int,
 
 def parse_block(block: bytes, line_no: int):
     """(labels float64, integer features float64 with NaN for missing, categorical hashes int64 with -1
-    for missing) of a block of complete lines whose field counts and labels :func:`_blocks` checked.
+    for missing) of a block of complete lines whose field counts and labels :func:`line_blocks` checked.
     Exact and vectorised over the bytes (no type inference: pandas would read the hash ``0001e100`` as
     the number 1e100)."""
     arr = np.frombuffer(block, np.uint8)

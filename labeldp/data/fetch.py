@@ -50,7 +50,7 @@ from pathlib import Path
 
 # The pieces live in fetch_checksums (errors, digests, sidecars), fetch_transfer (mirror,
 # progress, download) and fetch_census (the IPUMS extract); this module re-exports them.
-from .fetch_census import census_ddi_path, census_header, _fetch_census
+from .fetch_census import census_ddi_path, census_header, fetch_census_extract
 from .fetch_checksums import (
     ChecksumError,
     DataError,
@@ -59,7 +59,6 @@ from .fetch_checksums import (
     checksum_error,
     first_mismatch,
     mismatches,
-    _umask_mode,
     write_sidecar,
     file_digests,
     locate_raw_file,
@@ -74,7 +73,7 @@ from .fetch_transfer import (
     download_to_temp,
     fmt_bytes,
     log,
-    _Progress,
+    DownloadProgress,
     stream_to_temp,
     mirror_dirs,
 )
@@ -332,7 +331,7 @@ def fetch_dataset(
         return fetch_packaged(data_dir=data_dir, quiet=quiet)
     if spec.manual:
         pins = pinned_sha256 if isinstance(pinned_sha256, str) else None
-        return _fetch_census(spec, data_dir, census_path, pins, quiet)
+        return fetch_census_extract(spec, data_dir, census_path, pins, quiet)
 
     dest_dir = data_dir / spec.name
     if (dest_dir / STANDIN_MARKER).exists():

@@ -1,6 +1,6 @@
 """The 1940 Census "fetch": locate and check the manually made IPUMS extract.
 
-The extract cannot be downloaded (an IPUMS account is needed): :func:`_fetch_census`
+The extract cannot be downloaded (an IPUMS account is needed): :func:`fetch_census_extract`
 checks that the configured file exists, has the label column (CSV) or its DDI codebook
 (fixed-width), and matches a pinned sha256 if one is given; otherwise it raises
 :class:`DataMissingError` with exact instructions. Called by
@@ -43,7 +43,7 @@ def census_header(path: Path) -> list[str]:
     return [c.strip().strip('"').upper() for c in first.split(",")]
 
 
-def _fetch_census(
+def fetch_census_extract(
     spec: DatasetSpec, data_dir: Path, census_path: str | os.PathLike | None, pinned: str | None, quiet: bool
 ) -> list[Path]:
     path = Path(census_path) if census_path else data_dir / spec.name / CENSUS1940_DEFAULT_FILENAME

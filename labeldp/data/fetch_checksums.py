@@ -15,7 +15,6 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..atomic_io import umask_mode as _umask_mode  # noqa: F401  (re-exported: fetch, fetch_transfer)
 from ..atomic_io import write_text_atomic
 
 CHUNK = 1 << 20

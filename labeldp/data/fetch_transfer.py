@@ -1,7 +1,7 @@
 """Download plumbing of :mod:`labeldp.data.fetch`: mirror directories, progress, streaming.
 
 Holds :func:`mirror_dirs` (the argument, else ``$LABELDP_DATA_MIRROR``), the stderr
-progress display (:class:`_Progress`), :func:`stream_to_temp` (copy a stream to a
+progress display (:class:`DownloadProgress`), :func:`stream_to_temp` (copy a stream to a
 ``<dest>.part-<random>`` file while hashing it) and :func:`download_to_temp` (one
 :mod:`urllib` download of one URL). Verification and renaming into place happen in
 :mod:`labeldp.data.fetch`.
@@ -18,7 +18,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from .fetch_checksums import CHUNK, _umask_mode
+from ..atomic_io import umask_mode
+from .fetch_checksums import CHUNK
 
 MIRROR_ENV = "LABELDP_DATA_MIRROR"
 TIMEOUT_ENV = "LABELDP_DOWNLOAD_TIMEOUT"
@@ -48,7 +49,7 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-class _Progress:
+class DownloadProgress:
     """Progress on stderr: a rewritten line on a terminal, a line per 10% otherwise."""
 
     def __init__(self, label: str, total: int | None, quiet: bool) -> None:
@@ -86,14 +87,14 @@ class _Progress:
         print(f"{end}  {self.label}: {fmt_bytes(self.done)} in {secs:.1f} s", file=sys.stderr, flush=True)
 
 
-def stream_to_temp(src, dest: Path, progress: _Progress | None) -> tuple[Path, dict[str, str]]:
+def stream_to_temp(src, dest: Path, progress: DownloadProgress | None) -> tuple[Path, dict[str, str]]:
     """Copy a binary stream to ``<dest>.part-<random>`` (same dir), hashing on the way.
 
     Returns (temp path, digests). The temp file is removed if anything fails.
     """
     fd, tmp_name = tempfile.mkstemp(prefix=dest.name + ".part-", dir=dest.parent)
     tmp = Path(tmp_name)
-    os.chmod(tmp, _umask_mode())
+    os.chmod(tmp, umask_mode())
     md5, sha = hashlib.md5(), hashlib.sha256()
     try:
         with os.fdopen(fd, "wb") as out:
@@ -117,7 +118,7 @@ def download_to_temp(url: str, dest: Path, quiet: bool) -> tuple[Path, dict[str,
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (http(s) URLs from the registry)
         length = resp.headers.get("Content-Length")
         total = int(length) if length and length.isdigit() else None
-        progress = _Progress(dest.name, total, quiet)
+        progress = DownloadProgress(dest.name, total, quiet)
         tmp, digests = stream_to_temp(resp, dest, progress)
         progress.finish()
     if total is not None and progress.done != total:

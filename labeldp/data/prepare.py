@@ -157,7 +157,7 @@ def _parse_idx_dataset(paths: dict[str, Path]) -> RawSplits:
     return RawSplits(x_train, y_train, x_test, y_test)
 
 
-def _atomic_savez(out_path: Path, arrays: dict[str, np.ndarray]) -> None:
+def atomic_savez(out_path: Path, arrays: dict[str, np.ndarray]) -> None:
     with atomic_output(out_path) as fh:
         np.savez(fh, **arrays)
 
@@ -269,7 +269,7 @@ def prepare_image_dataset(
         "y_test": np.ascontiguousarray(splits.y_test, dtype=np.int64),
         "metadata": np.array(json.dumps(metadata, sort_keys=True)),
     }
-    _atomic_savez(out_path, arrays)
+    atomic_savez(out_path, arrays)
     return out_path
 
 

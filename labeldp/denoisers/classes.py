@@ -8,7 +8,7 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from labeldp.denoisers.hull import _simplex_least_squares, _smooth
+from labeldp.denoisers.hull import simplex_least_squares_with_g, smooth
 from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection, resolve_hull_solver
 from labeldp.denoisers.linear_maps import LoopKind, PyTree, SolverKind, check_solver, resolve_loop, resolve_solver
 from labeldp.denoisers.span import span_projection
@@ -199,7 +199,7 @@ class _ConvBase(Denoiser):
                 "projection_iterations": res.iterations,
                 "smoothing_bias_ratio": res.smoothing_bias_norm / jnp.maximum(out_norm, 1e-30),
             }
-        res, apply_g = _simplex_least_squares(
+        res, apply_g = simplex_least_squares_with_g(
             logits_fn,
             params,
             x,
@@ -214,7 +214,7 @@ class _ConvBase(Denoiser):
             solver=self.solver,
         )
         m = None if mask is None else jnp.asarray(mask, jnp.float32)
-        out = apply_g(_smooth(res.alpha, float(self.smoothing), m))
+        out = apply_g(smooth(res.alpha, float(self.smoothing), m))
         obj = res.objectives[-1] if self.steps > 0 else res.initial_objective
         return out, {
             "projection_objective": obj,

@@ -17,9 +17,9 @@ from labeldp.denoisers.linear_maps import (
     LoopKind,
     PyTree,
     SolverKind,
-    _apply_g,
+    apply_gram,
     jacobian_maps,
-    _jacobian_rows,
+    jacobian_rows,
     linearize_losses,
     LinearMaps,
     tree_map,
@@ -29,7 +29,7 @@ from labeldp.denoisers.linear_maps import (
     resolve_loop,
     resolve_solver,
 )
-from labeldp.denoisers.simplex import _uniform_alpha, project_simplex
+from labeldp.denoisers.simplex import uniform_alpha, project_simplex
 
 
 class _PGDState(NamedTuple):
@@ -155,7 +155,7 @@ def estimate_lipschitz(
     mask = None if mask is None else jnp.asarray(mask, jnp.float32)
     n, k = jax.eval_shape(f, params, x).shape
     if resolve_solver(solver, n, k, params, iters) == "jacobian":
-        jt = _jacobian_rows(f, params, x, mask)
+        jt = jacobian_rows(f, params, x, mask)
         return _lipschitz_jacobian(jt, mask, n=n, k=k, iters=int(iters))
     if resolve_loop(loop, params, x, mask) == "fori":
         return _lipschitz_fori(f, params, x, mask, iters=int(iters))
@@ -171,7 +171,7 @@ def estimate_lipschitz(
 
 def _resolve_alpha0(init, n, k, mask, dtype):
     if init is None:
-        return _uniform_alpha(n, k, mask, dtype)
+        return uniform_alpha(n, k, mask, dtype)
     a0 = jnp.asarray(init, dtype).reshape(n, k)
     m2 = None if mask is None else jnp.broadcast_to((jnp.asarray(mask) > 0)[:, None], (n, k))
     return project_simplex(a0, mask=m2)
@@ -269,7 +269,7 @@ def simplex_least_squares(
     Returns:
       A :class:`SimplexLSResult`.
     """
-    return _simplex_least_squares(
+    return simplex_least_squares_with_g(
         f,
         params,
         x,
@@ -285,7 +285,7 @@ def simplex_least_squares(
     )[0]
 
 
-def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, momentum, loop, chunk, solver):
+def simplex_least_squares_with_g(f, params, x, g, *, steps, step_size, mask, init, momentum, loop, chunk, solver):
     """:func:`simplex_least_squares`, also returning ``apply_g(u) = G u`` for the solver used."""
     if momentum not in ("none", "nesterov"):
         raise ValueError(f"momentum must be 'none' or 'nesterov', got {momentum!r}")
@@ -300,7 +300,7 @@ def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, mom
         raise ValueError(f"step_size must be a float or 'auto', got {step_size!r}")
     steps = int(steps)
     if resolve_solver(solver, n, k, params, steps) == "jacobian":
-        jt = _jacobian_rows(f, params, x, mask)
+        jt = jacobian_rows(f, params, x, mask)
         g_flat, unravel = jax.flatten_util.ravel_pytree(g)
         if step_size == "auto":
             eta = 1.0 / (1.05 * jnp.maximum(_lipschitz_jacobian(jt, mask, n=n, k=k, iters=10), 1e-30))
@@ -314,7 +314,7 @@ def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, mom
         return SimplexLSResult(a, unravel(ga), hist, obj0, eta), apply_g
 
     def apply_g(u):
-        return _apply_g(f, params, x, mask, u)
+        return apply_gram(f, params, x, mask, u)
 
     if step_size == "auto":
         # 10 power iterations: on the MNIST CNN the estimate is within 0.5% of the 60-iteration
@@ -339,9 +339,9 @@ def _simplex_least_squares(f, params, x, g, *, steps, step_size, mask, init, mom
     return SimplexLSResult(st.alpha, st.g_alpha, hist, obj0, eta), apply_g
 
 
-def _smooth(alpha: jax.Array, smoothing: float, mask: jax.Array | None) -> jax.Array:
+def smooth(alpha: jax.Array, smoothing: float, mask: jax.Array | None) -> jax.Array:
     n, k = alpha.shape
-    return smoothing * alpha + (1.0 - smoothing) * _uniform_alpha(n, k, mask, alpha.dtype)
+    return smoothing * alpha + (1.0 - smoothing) * uniform_alpha(n, k, mask, alpha.dtype)
 
 
 def convex_hull_projection(
@@ -385,7 +385,7 @@ def convex_hull_projection(
       ``(projected, alpha)``: ``projected = G alpha~`` shaped like ``params``, and the
       un-smoothed simplex coefficients ``alpha`` of shape (n, K).
     """
-    res, apply_g = _simplex_least_squares(
+    res, apply_g = simplex_least_squares_with_g(
         f,
         params,
         x,
@@ -400,4 +400,4 @@ def convex_hull_projection(
         solver=solver,
     )
     m = None if mask is None else jnp.asarray(mask, jnp.float32)
-    return apply_g(_smooth(res.alpha, float(smoothing), m)), res.alpha
+    return apply_g(smooth(res.alpha, float(smoothing), m)), res.alpha

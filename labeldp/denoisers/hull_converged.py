@@ -50,7 +50,7 @@ from labeldp.denoisers.linear_maps import (
     HIGHEST,
     LogitsFn,
     PyTree,
-    _jacobian_rows,
+    jacobian_rows,
     linearize_losses,
     LinearMaps,
     param_bytes,
@@ -226,7 +226,7 @@ def _step(maps, g, mask, per_example, eta, st: _State) -> _State:
 @functools.partial(jax.jit, static_argnames=("f", "opts_key", "start", "max_steps", "power_iters"))
 def _solve_jacobian(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, max_steps, power_iters):
     per_example = opts_key[2]
-    jt = _jacobian_rows(f, params, x, mask)  # (nK, d)
+    jt = jacobian_rows(f, params, x, mask)  # (nK, d)
     n, k = jax.eval_shape(f, params, x).shape
     g_flat, _ = jax.flatten_util.ravel_pytree(g)
     norms = jnp.linalg.norm(jt, axis=1).reshape(n, k)
@@ -256,7 +256,7 @@ def _solve_jacobian(f, params, x, mask, g, tol, smoothing, step, *, opts_key, st
 @functools.partial(jax.jit, static_argnames=("f", "chunk_n"))
 def _norms_chunk(f, params, x, mask, chunk_n):
     del chunk_n
-    rows = _jacobian_rows(f, params, x, mask)
+    rows = jacobian_rows(f, params, x, mask)
     return jnp.linalg.norm(rows, axis=1)
 
 

@@ -40,7 +40,7 @@ from labeldp.denoisers.coefficient_sets import (
     uniform_point,
     valid_entries,
 )
-from labeldp.denoisers.linear_maps import HIGHEST, _jacobian_rows, LinearMaps
+from labeldp.denoisers.linear_maps import HIGHEST, jacobian_rows, LinearMaps
 from labeldp.denoisers.hull_rules import fista_step_size, stopping_scale, vertex_weights
 
 ALGORITHMS = ("fista", "pairwise_frank_wolfe")
@@ -113,7 +113,7 @@ def solve_gram(f, params, x, mask, g, tol, smoothing, step, *, opts_key, start, 
       state's ``obj`` the full objective ``F(alpha)``.
     """
     per_example = opts_key[2]
-    jt = _jacobian_rows(f, params, x, mask)  # (m, d)
+    jt = jacobian_rows(f, params, x, mask)  # (m, d)
     n, k = jax.eval_shape(f, params, x).shape
     shape = (n, k)
     g_flat, _ = jax.flatten_util.ravel_pytree(g)

@@ -149,7 +149,7 @@ def resolve_solver(
 
 
 @functools.partial(jax.jit, static_argnames=("f",))
-def _jacobian_rows(f, params, x, mask):
+def jacobian_rows(f, params, x, mask):
     custom = getattr(f, "jacobian_rows", None)  # e.g. labeldp.dpsgd.tapped_logits.TappedLogits
     if custom is not None:
         return custom(params, x, mask)
@@ -185,11 +185,11 @@ def jacobian_matrix(f: LogitsFn, params: PyTree, x: jax.Array, *, mask: jax.Arra
       (n*K, d) array.
     """
     mask = None if mask is None else jnp.asarray(mask, jnp.float32)
-    return _jacobian_rows(f, params, x, mask)
+    return jacobian_rows(f, params, x, mask)
 
 
 @functools.partial(jax.jit, static_argnames=("f",))
-def _apply_g(f, params, x, mask, u):
+def apply_gram(f, params, x, mask, u):
     return linearize_losses(f, params, x, mask).g(u)
 
 

@@ -42,7 +42,7 @@ def project_simplex(v: jax.Array, *, mask: jax.Array | None = None) -> jax.Array
     return w.reshape(shape).astype(v.dtype)
 
 
-def _uniform_alpha(n: int, k: int, mask: jax.Array | None, dtype) -> jax.Array:
+def uniform_alpha(n: int, k: int, mask: jax.Array | None, dtype) -> jax.Array:
     if mask is None:
         return jnp.full((n, k), 1.0 / (n * k), dtype)
     m = (jnp.asarray(mask) > 0).astype(dtype)

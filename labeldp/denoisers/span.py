@@ -13,7 +13,7 @@ from labeldp.denoisers.linear_maps import (
     LogitsFn,
     LoopKind,
     PyTree,
-    _apply_g,
+    apply_gram,
     linearize_losses,
     LinearMaps,
     tree_axpy,
@@ -132,4 +132,4 @@ def span_projection(
         done += n
         if not bool(st.gamma > thr):
             break
-    return _apply_g(f, params, x, mask, st.a)
+    return apply_gram(f, params, x, mask, st.a)

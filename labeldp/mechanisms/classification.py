@@ -53,13 +53,13 @@ from labeldp.mechanisms.classification_group_privacy import (  # noqa: F401
 from labeldp.mechanisms.classification_kmeans_priors import (  # noqa: F401
     HistogramRelease,
     KMeansPriors,
-    _sample_discrete_laplace,
+    sample_discrete_laplace,
     discrete_laplace_histogram,
     discrete_laplace_parameter,
     kmeans_priors,
 )
 from labeldp.mechanisms.classification_rr import (  # noqa: F401
-    _rr_probabilities,
+    rr_probabilities,
     randomized_response,
     randomized_response_matrix,
     rr_debiased_loss,
@@ -67,10 +67,10 @@ from labeldp.mechanisms.classification_rr import (  # noqa: F401
 )
 from labeldp.mechanisms.classification_rr_with_prior import (  # noqa: F401
     RRWithPriorResult,
-    _check_k,
-    _expected_correct,
-    _prior_order,
-    _rr_top_k_sample,
+    check_k,
+    expected_correct,
+    prior_order,
+    rr_top_k_sample,
     rr_top_k,
     rr_top_k_matrix,
     rr_with_prior,

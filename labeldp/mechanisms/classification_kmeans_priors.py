@@ -50,7 +50,7 @@ def discrete_laplace_parameter(*, epsilon: float, sensitivity: int = 2) -> float
     return eps / int(sensitivity)
 
 
-def _sample_discrete_laplace(a: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+def sample_discrete_laplace(a: float, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     # The difference of two i.i.d. geometric variables with success
     # probability 1 - e^{-a} is discrete Laplace with parameter a.
     p = -math.expm1(-a)
@@ -109,7 +109,7 @@ def discrete_laplace_histogram(counts: ArrayLike, *, epsilon: float, rng: np.ran
         )
     rng = check_rng(rng)
     a = discrete_laplace_parameter(epsilon=eps, sensitivity=2)
-    noisy = h.astype(np.int64) + _sample_discrete_laplace(a, h.shape, rng)
+    noisy = h.astype(np.int64) + sample_discrete_laplace(a, h.shape, rng)
     clipped = np.maximum(noisy, 0).astype(np.float64)
     total = clipped.sum(axis=-1, keepdims=True)
     uniform = np.full_like(clipped, 1.0 / h.shape[-1])

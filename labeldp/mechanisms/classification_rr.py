@@ -38,7 +38,7 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 
-def _rr_probabilities(num_outputs: ArrayLike, epsilon: float):
+def rr_probabilities(num_outputs: ArrayLike, epsilon: float):
     """(keep, other) = (e^eps, 1) / (e^eps + k - 1), overflow-free."""
     e_minus = math.exp(-epsilon)
     keep = 1.0 / (1.0 + (np.asarray(num_outputs, dtype=np.float64) - 1.0) * e_minus)
@@ -59,7 +59,7 @@ def randomized_response_matrix(*, num_classes: int, epsilon: float) -> np.ndarra
     """
     k = check_num_classes(num_classes)
     eps = check_epsilon(epsilon)
-    keep, other = _rr_probabilities(k, eps)
+    keep, other = rr_probabilities(k, eps)
     mat = np.full((k, k), float(other))
     np.fill_diagonal(mat, float(keep))
     return mat
@@ -87,7 +87,7 @@ def randomized_response(labels: ArrayLike, *, num_classes: int, epsilon: float, 
     eps = check_epsilon(epsilon)
     y = check_labels(labels, k)
     rng = check_rng(rng)
-    keep_prob, _ = _rr_probabilities(k, eps)
+    keep_prob, _ = rr_probabilities(k, eps)
     n = y.shape[0]
     keep = rng.random(n) < keep_prob
     # Uniform over the other K - 1 labels: draw r in [0, K-2], skip y.

@@ -21,7 +21,7 @@ from labeldp.mechanisms.classification_validation import (
     check_prior_rows,
     check_rng,
 )
-from labeldp.mechanisms.classification_rr import _rr_probabilities
+from labeldp.mechanisms.classification_rr import rr_probabilities
 
 __all__ = [
     "RRWithPriorResult",
@@ -38,12 +38,12 @@ __all__ = [
 # ---------------------------------------------------------------------------
 
 
-def _prior_order(priors: np.ndarray) -> np.ndarray:
+def prior_order(priors: np.ndarray) -> np.ndarray:
     """Labels sorted by decreasing prior; ties go to the smaller label id."""
     return np.argsort(-priors, axis=-1, kind="stable")
 
 
-def _check_k(k: ArrayLike, num_classes: int, n: Optional[int]) -> np.ndarray:
+def check_k(k: ArrayLike, num_classes: int, n: Optional[int]) -> np.ndarray:
     arr = np.asarray(k)
     if arr.dtype.kind not in "iu":
         raise ValueError(f"k must be an integer (or integer array), got {k!r}.")
@@ -79,9 +79,9 @@ def rr_top_k_matrix(prior: ArrayLike, *, k: int, epsilon: float) -> np.ndarray:
         raise ValueError(f"prior must have shape (K,), got {p.shape}.")
     eps = check_epsilon(epsilon)
     num_classes = p.shape[0]
-    kk = int(_check_k(k, num_classes, None))
-    top = _prior_order(p)[:kk]
-    keep, other = _rr_probabilities(kk, eps)
+    kk = int(check_k(k, num_classes, None))
+    top = prior_order(p)[:kk]
+    keep, other = rr_probabilities(kk, eps)
     mat = np.zeros((num_classes, num_classes))
     mat[:, top] = 1.0 / kk
     mat[np.ix_(top, top)] = float(other)
@@ -89,14 +89,14 @@ def rr_top_k_matrix(prior: ArrayLike, *, k: int, epsilon: float) -> np.ndarray:
     return mat
 
 
-def _rr_top_k_sample(
+def rr_top_k_sample(
     y: np.ndarray, order: np.ndarray, k: np.ndarray, eps: float, rng: np.random.Generator
 ) -> np.ndarray:
     n = y.shape[0]
     # rank[i] = position of y[i] in the sorted order of example i.
     rank = np.argmax(order == y[:, None], axis=1)
     in_set = rank < k
-    keep_prob, _ = _rr_probabilities(k, eps)
+    keep_prob, _ = rr_probabilities(k, eps)
     u_keep = rng.random(n)
     u_pick = rng.random(n)
     # y in Y_k, not kept: uniform over the k-1 other positions (skip rank).
@@ -137,16 +137,16 @@ def rr_top_k(
     num_classes = p.shape[-1]
     y = check_labels(labels, num_classes)
     p = broadcast_priors(p, y.shape[0], "priors")
-    kk = _check_k(k, num_classes, y.shape[0])
+    kk = check_k(k, num_classes, y.shape[0])
     rng = check_rng(rng)
-    return _rr_top_k_sample(y, _prior_order(p), kk, eps, rng)
+    return rr_top_k_sample(y, prior_order(p), kk, eps, rng)
 
 
-def _expected_correct(priors: np.ndarray, eps: float) -> np.ndarray:
+def expected_correct(priors: np.ndarray, eps: float) -> np.ndarray:
     """w_k = e^eps / (e^eps + k - 1) * (top-k prior mass), for k = 1..K."""
     num_classes = priors.shape[-1]
     top_mass = np.cumsum(-np.sort(-priors, axis=-1), axis=-1)
-    keep, _ = _rr_probabilities(np.arange(1, num_classes + 1), eps)
+    keep, _ = rr_probabilities(np.arange(1, num_classes + 1), eps)
     return keep * top_mass
 
 
@@ -165,7 +165,7 @@ def rr_with_prior_optimal_k(priors: ArrayLike, *, epsilon: float) -> np.ndarray:
     """
     p = check_prior_rows(priors)
     eps = check_epsilon(epsilon)
-    return np.argmax(_expected_correct(p, eps), axis=-1).astype(np.int64) + 1
+    return np.argmax(expected_correct(p, eps), axis=-1).astype(np.int64) + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,8 +215,8 @@ def rr_with_prior(
     y = check_labels(labels, num_classes)
     p = broadcast_priors(p, y.shape[0], "priors")
     rng = check_rng(rng)
-    k = np.argmax(_expected_correct(p, eps), axis=-1).astype(np.int64) + 1
-    noisy = _rr_top_k_sample(y, _prior_order(p), k, eps, rng)
+    k = np.argmax(expected_correct(p, eps), axis=-1).astype(np.int64) + 1
+    noisy = rr_top_k_sample(y, prior_order(p), k, eps, rng)
     return RRWithPriorResult(noisy_labels=noisy, k=k)
 
 

@@ -35,8 +35,8 @@ from typing import Optional
 
 import numpy as np
 from labeldp.mechanisms.regression_additive_noise import (  # the noise distributions (their own module)
-    _LAPLACE,
-    _STAIRCASE,
+    LAPLACE,
+    STAIRCASE,
     AdditiveNoise,
     laplace_noise,
     staircase_gamma_closed_form,
@@ -93,7 +93,7 @@ def _validate_labels(labels, lo, hi, *, discrete: bool) -> np.ndarray:
 def _additive_mechanism(kind, labels, *, epsilon, lower, upper, discrete, clip, rng):
     lo, hi = _validate_range(lower, upper, discrete=discrete)
     y = _validate_labels(labels, lo, hi, discrete=discrete)
-    make = laplace_noise if kind == _LAPLACE else staircase_noise
+    make = laplace_noise if kind == LAPLACE else staircase_noise
     noise = make(epsilon=epsilon, sensitivity=hi - lo, discrete=discrete)
     out = y + noise.sample(y.shape, rng)
     if clip:
@@ -128,7 +128,7 @@ def laplace_mechanism(
       Noisy labels, a float array of the shape of ``labels``.
     """
     return _additive_mechanism(
-        _LAPLACE, labels, epsilon=epsilon, lower=lower, upper=upper, discrete=discrete, clip=clip, rng=rng
+        LAPLACE, labels, epsilon=epsilon, lower=lower, upper=upper, discrete=discrete, clip=clip, rng=rng
     )
 
 
@@ -162,7 +162,7 @@ def staircase_mechanism(
       Noisy labels, a float array of the shape of ``labels``.
     """
     return _additive_mechanism(
-        _STAIRCASE, labels, epsilon=epsilon, lower=lower, upper=upper, discrete=discrete, clip=clip, rng=rng
+        STAIRCASE, labels, epsilon=epsilon, lower=lower, upper=upper, discrete=discrete, clip=clip, rng=rng
     )
 
 
@@ -212,7 +212,7 @@ def _discrete_transition(kind, support, *, epsilon, lower, upper, clip, window):
         support = np.arange(lo, hi + 1)
     sup = validate_support(support)
     _validate_labels(sup, lo, hi, discrete=True)
-    make = laplace_noise if kind == _LAPLACE else staircase_noise
+    make = laplace_noise if kind == LAPLACE else staircase_noise
     noise = make(epsilon=epsilon, sensitivity=hi - lo, discrete=True)
     if clip:
         outputs = np.arange(lo, hi + 1)
@@ -257,7 +257,7 @@ def laplace_transition_matrix(
     Returns:
       A :class:`DiscreteRandomizer` (``clip=True``) or :class:`TruncatedTransition`.
     """
-    return _discrete_transition(_LAPLACE, support, epsilon=epsilon, lower=lower, upper=upper, clip=clip, window=window)
+    return _discrete_transition(LAPLACE, support, epsilon=epsilon, lower=lower, upper=upper, clip=clip, window=window)
 
 
 def staircase_transition_matrix(
@@ -267,6 +267,4 @@ def staircase_transition_matrix(
 
     Same arguments and return types as :func:`laplace_transition_matrix`.
     """
-    return _discrete_transition(
-        _STAIRCASE, support, epsilon=epsilon, lower=lower, upper=upper, clip=clip, window=window
-    )
+    return _discrete_transition(STAIRCASE, support, epsilon=epsilon, lower=lower, upper=upper, clip=clip, window=window)

@@ -30,8 +30,8 @@ __all__ = [
     "staircase_gamma_closed_form",
 ]
 
-_LAPLACE = "laplace"
-_STAIRCASE = "staircase"
+LAPLACE = "laplace"
+STAIRCASE = "staircase"
 
 
 # --------------------------------------------------------------------------------------
@@ -65,10 +65,10 @@ class AdditiveNoise:
         z = np.asarray(z, dtype=float)
         t = np.abs(z)
         eps, delta = self.epsilon, self.sensitivity
-        if self.kind == _LAPLACE and not self.discrete:
+        if self.kind == LAPLACE and not self.discrete:
             b = self.param
             return np.exp(-t / b) / (2.0 * b)
-        if self.kind == _LAPLACE:
+        if self.kind == LAPLACE:
             alpha = math.exp(-1.0 / self.param)
             val = (1.0 - alpha) / (1.0 + alpha) * np.power(alpha, t)
             return np.where(t == np.round(t), val, 0.0)
@@ -99,7 +99,7 @@ class AdditiveNoise:
                 neg, self._sf_nonneg(np.where(neg, -z, 0.0)), 1.0 - self._sf_nonneg(np.where(neg, 0.0, z + 1.0))
             )
         t = np.abs(z)
-        if self.kind == _LAPLACE:
+        if self.kind == LAPLACE:
             upper_tail = 0.5 * np.exp(-t / self.param)
         else:
             beta = math.exp(-self.epsilon)
@@ -115,7 +115,7 @@ class AdditiveNoise:
     def _sf_nonneg(self, t) -> np.ndarray:
         """``Pr[Z >= t]`` for integer ``t >= 0`` (discrete noise only)."""
         t = np.asarray(t, dtype=float)
-        if self.kind == _LAPLACE:
+        if self.kind == LAPLACE:
             alpha = math.exp(-1.0 / self.param)
             return np.where(t == 0, 1.0 / (1.0 + alpha), np.power(alpha, t) / (1.0 + alpha))
         beta = math.exp(-self.epsilon)
@@ -133,9 +133,9 @@ class AdditiveNoise:
     def variance(self) -> float:
         """``E[Z^2]`` in closed form (the mean is 0 by symmetry)."""
         eps, delta = self.epsilon, self.sensitivity
-        if self.kind == _LAPLACE and not self.discrete:
+        if self.kind == LAPLACE and not self.discrete:
             return 2.0 * self.param**2
-        if self.kind == _LAPLACE:
+        if self.kind == LAPLACE:
             alpha = math.exp(-1.0 / self.param)
             return 2.0 * alpha / (1.0 - alpha) ** 2
         beta = math.exp(-eps)
@@ -152,9 +152,9 @@ class AdditiveNoise:
             raise ValueError("rng must be a numpy.random.Generator, e.g. np.random.default_rng(0).")
         shape = tuple(np.atleast_1d(shape).astype(int)) if not isinstance(shape, tuple) else shape
         size = int(np.prod(shape)) if shape else 1
-        if self.kind == _LAPLACE and not self.discrete:
+        if self.kind == LAPLACE and not self.discrete:
             out = rng.laplace(0.0, self.param, size=size)
-        elif self.kind == _LAPLACE:
+        elif self.kind == LAPLACE:
             # The difference of two i.i.d. geometric variables on {0, 1, ...} with ratio alpha
             # is the discrete Laplace distribution with pmf proportional to alpha^|z|.
             p = -math.expm1(-1.0 / self.param)  # 1 - alpha
@@ -252,7 +252,7 @@ def laplace_noise(*, epsilon: float, sensitivity: float, discrete: bool = False)
     """
     eps = validate_epsilon(epsilon)
     delta = _validate_sensitivity(sensitivity, discrete=discrete)
-    return AdditiveNoise(kind=_LAPLACE, discrete=bool(discrete), epsilon=eps, sensitivity=delta, param=delta / eps)
+    return AdditiveNoise(kind=LAPLACE, discrete=bool(discrete), epsilon=eps, sensitivity=delta, param=delta / eps)
 
 
 def staircase_noise(
@@ -281,12 +281,12 @@ def staircase_noise(
             param = int(np.argmin(variances)) + 1
         elif int(param) != param or not 1 <= int(param) <= d:
             raise ValueError(f"param (the staircase r) must be an integer in [1, {d}], got {param!r}.")
-        return AdditiveNoise(kind=_STAIRCASE, discrete=True, epsilon=eps, sensitivity=delta, param=int(param))
+        return AdditiveNoise(kind=STAIRCASE, discrete=True, epsilon=eps, sensitivity=delta, param=int(param))
     if param is None:
         param = min(max(staircase_gamma_closed_form(eps), 1e-12), 1.0 - 1e-12)
     elif not 0.0 < float(param) < 1.0:
         raise ValueError(f"param (the staircase gamma) must lie in (0, 1), got {param!r}.")
-    return AdditiveNoise(kind=_STAIRCASE, discrete=False, epsilon=eps, sensitivity=delta, param=float(param))
+    return AdditiveNoise(kind=STAIRCASE, discrete=False, epsilon=eps, sensitivity=delta, param=float(param))
 
 
 def _validate_sensitivity(sensitivity: float, *, discrete: bool) -> float:

@@ -29,7 +29,7 @@ from labeldp.mechanisms.regression_core import (
     validate_probs,
     validate_support,
 )
-from labeldp.mechanisms.regression_unbiased_lp import _polish, _solve_unbiased_lp
+from labeldp.mechanisms.regression_unbiased_lp import polish_randomizer, solve_unbiased_lp
 
 __all__ = [
     "feasible_output_set",
@@ -95,7 +95,7 @@ def optimal_unbiased_randomizer(
     [0, 1] (DP, unbiasedness and the argmin are invariant under affine relabelling; the loss
     scales by the squared span), by column generation over the outputs (LPs on subsets of the
     outputs until every output's reduced cost is non-negative: the same optimum as one LP on
-    all outputs, much faster on fine grids; see ``_solve_unbiased_lp``). The solution is then
+    all outputs, much faster on fine grids; see ``solve_unbiased_lp``). The solution is then
     polished so that rows sum to 1, the bias is 0 and the DP ratio is at most ``e^eps`` up to
     floating-point rounding.
 
@@ -135,7 +135,7 @@ def optimal_unbiased_randomizer(
         return DiscreteRandomizer(support=sup, outputs=outs, matrix=matrix, probs=p, epsilon=eps, name=name)
     lo, span = sup[0], sup[-1] - sup[0]
     z, o = (sup - lo) / span, (outs - lo) / span
-    matrix = _polish(_solve_unbiased_lp(p, z, o, eps), z, o, eps)
+    matrix = polish_randomizer(solve_unbiased_lp(p, z, o, eps), z, o, eps)
     return DiscreteRandomizer(support=sup, outputs=outs, matrix=matrix, probs=p, epsilon=eps, name=name)
 
 

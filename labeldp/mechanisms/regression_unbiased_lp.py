@@ -2,9 +2,9 @@
 
 Split from :mod:`labeldp.mechanisms.regression_unbiased`, whose
 :func:`~labeldp.mechanisms.regression_unbiased.optimal_unbiased_randomizer` is the public entry
-point: :func:`_solve_unbiased_lp` (column generation over the outputs), the whole-grid solver
+point: :func:`solve_unbiased_lp` (column generation over the outputs), the whole-grid solver
 :func:`_solve_unbiased_lp_full` it replaced (kept for ``benchmarks/bench_unbiased_lp.py``), and
-:func:`_polish`, which makes a solution meet the constraints to rounding error. All work in
+:func:`polish_randomizer`, which makes a solution meet the constraints to rounding error. All work in
 normalised coordinates (labels spanning [0, 1]).
 """
 
@@ -100,7 +100,7 @@ def _column_reduced_costs(cost, duals, o, eps):
     return np.where(red < 0.0, math.exp(eps) * red, red).sum(axis=0)
 
 
-def _solve_unbiased_lp(p, z, o, eps, *, initial_columns=64, tol=1e-10, max_rounds=100):
+def solve_unbiased_lp(p, z, o, eps, *, initial_columns=64, tol=1e-10, max_rounds=100):
     """Solves Algorithm 1 in normalised coordinates; returns the (approximate) ``k x n`` matrix.
 
     Column generation over the outputs: an optimal randomizer needs few outputs (at most
@@ -145,7 +145,7 @@ def _solve_unbiased_lp_full(p, z, o, eps):
     The ``k^2 n`` pairwise constraints ``M[y', i] <= e^eps M[y, i]`` are written with one
     extra variable per output, ``m_i <= M[y, i] <= e^eps m_i`` (``2 k n`` constraints): a column
     satisfies all pairwise constraints iff such an ``m_i`` exists (take its minimum). Kept as
-    the reference that :func:`_solve_unbiased_lp` is tested and benchmarked against
+    the reference that :func:`solve_unbiased_lp` is tested and benchmarked against
     (``benchmarks/bench_unbiased_lp.py``); same optimum, far slower on large grids.
     """
     k, n = p.size, o.size
@@ -187,7 +187,7 @@ def _solve_unbiased_lp_full(p, z, o, eps):
     return res.x[: k * n].reshape(k, n)
 
 
-def _polish(matrix, z, o, eps, *, max_rounds=60):
+def polish_randomizer(matrix, z, o, eps, *, max_rounds=60):
     """Makes an LP solution satisfy the constraints to rounding error, keeping it optimal.
 
     Interior-point / simplex solutions meet the constraints only to the solver tolerance, and

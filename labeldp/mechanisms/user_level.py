@@ -22,7 +22,7 @@ This module holds the pieces of both routes:
   C as one unit; users (not examples) are Poisson-sampled at
   ``q = users_per_batch / num_users`` and the run is accounted by
   :func:`labeldp.methods.private_training.account_run` with ``n = num_users``
-  (:mod:`labeldp.ads.pipeline`). Changing all k labels of one user moves one
+  (:mod:`labeldp.tasks.ads`). Changing all k labels of one user moves one
   clipped vector by at most 2C: dp_accounting's REPLACE_ONE at the user level.
 
 Conventions as in :mod:`labeldp.mechanisms.classification`: data positional,

@@ -231,6 +231,11 @@ class MethodResult:
     audit_log_probs: Any = None
 
 
+#: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
+#: 001 Appendix B's is ``{momentum: 0.9, lr_schedule: warmup_linear_decay, warmup_fraction: 0.15, l2: 1.0e-4}``.
+RECIPE_OPTIONS = ("momentum", "lr_schedule", "warmup_fraction", "l2")
+
+
 def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:
     """Refuses method options this module does not implement (e.g. Table 7's
     ``examples_per_user`` for ``rr``), instead of silently ignoring them."""

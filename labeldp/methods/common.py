@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from labeldp.methods.base import RunSpec
+from labeldp.methods.base import RECIPE_OPTIONS, RunSpec  # noqa: F401 (RECIPE_OPTIONS: importable from here)
 from labeldp.data.registry import DATASETS
 from labeldp.models import FEATURES_MODEL, ModelSpec, build_model
 from labeldp.training import (
@@ -30,11 +30,6 @@ def build_model_for(data) -> ModelSpec:
         known = sorted(n for n, s in DATASETS.items() if s.model)
         raise ValueError(f"no model for dataset {data.name!r} (its DatasetSpec.model; datasets with one: {known})")
     return build_model(model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
-
-
-#: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
-#: 001 Appendix B's is ``{momentum: 0.9, lr_schedule: warmup_linear_decay, warmup_fraction: 0.15, l2: 1.0e-4}``.
-RECIPE_OPTIONS = ("momentum", "lr_schedule", "warmup_fraction", "l2")
 
 
 def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:

@@ -7,39 +7,30 @@ accountant (Poisson subsampled Gaussian, PLD by default) for the whole run; see
 
 from __future__ import annotations
 
-from labeldp.methods.base import MethodResult, RunSpec, check_options
+from labeldp import tasks
+from labeldp.methods.base import MethodResult, RunSpec
 
 NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
-DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, per-user gradients (labeldp.ads)
+DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, per-user gradients (labeldp.tasks.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
 OPTIONS = ("amplification", "clipping_formulation", "validation_fraction", "validation_epsilon", "momentum")
 
 
 def run(data, spec: RunSpec) -> MethodResult:
-    """Trains with DP-SGD (NoOp denoiser) and reports test accuracy with the accounted eps."""
-    from labeldp.denoisers import noop
-    from labeldp.methods.private_training import train_private
-
-    if getattr(data, "kind", "image") == "tabular":  # 000 Table 7: per-user DP-SGD
-        from labeldp.ads.pipeline import run_ads_method
-
-        return run_ads_method(data, spec, method=NAME)
-    check_options(spec, OPTIONS, NAME)
-    return train_private(data, spec, denoiser=noop(), desc=f"dpsgd eps={spec.epsilon}")
+    """Trains with DP-SGD (NoOp denoiser) over the task's privacy units; test metric with the accounted eps."""
+    task = tasks.task_for(data, spec)
+    tasks.check_task_options(task, spec, OPTIONS, NAME)
+    return task.train_private(method=NAME, denoiser_for=None, desc=f"dpsgd eps={spec.epsilon}")
 
 
 def vmap_key(data, spec: RunSpec) -> str | None:
-    """Runs of a sweep with equal keys train as one vmapped program (:func:`run_many`); None for
-    the per-user ads path, which trains one run at a time."""
-    from labeldp.denoisers import noop
-    from labeldp.methods.private_training import vmap_group_key
-
-    if getattr(data, "kind", "image") == "tabular":
-        return None
-    check_options(spec, OPTIONS, NAME)
-    return vmap_group_key(spec, denoiser=noop())
+    """Runs of a sweep with equal keys train as one vmapped program (:func:`run_many`); None where the
+    task trains one run at a time (the per-user ads path)."""
+    task = tasks.task_for(data, spec)
+    tasks.check_task_options(task, spec, OPTIONS, NAME)
+    return task.vmap_key(denoiser_for=None)
 
 
 def run_many(data, specs: list[RunSpec]) -> list[MethodResult]:

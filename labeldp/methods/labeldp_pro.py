@@ -23,6 +23,7 @@ gap, ``proj_steps`` the cap; ``null``: exactly ``proj_steps`` iterations).
 
 from __future__ import annotations
 
+from labeldp import tasks
 from labeldp.methods.base import MethodResult, RunSpec
 from labeldp.methods.pro_denoiser import (  # noqa: F401 (the variant options, importable from here)
     HULL_DEFAULTS,
@@ -35,33 +36,26 @@ from labeldp.methods.pro_denoiser import (  # noqa: F401 (the variant options, i
 
 NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
-DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, user-level AltConv (labeldp.ads)
+DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, user-level AltConv (labeldp.tasks.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
 
 
 def run(data, spec: RunSpec) -> MethodResult:
-    """Trains with LabelDP-Pro and reports test accuracy with the accounted eps."""
-    from labeldp.methods.private_training import train_private
-
-    if getattr(data, "kind", "image") == "tabular":  # 000 Table 7: per-user gradients, user-level AltConv
-        from labeldp.ads.pipeline import run_ads_method
-
-        return run_ads_method(data, spec, method=NAME)
-    den = make_denoiser_for(spec)
-    return train_private(data, spec, denoiser=den, desc=f"labeldp_pro[{den.name}] eps={spec.epsilon}")
+    """Trains with LabelDP-Pro over the task's privacy units (on ads data: per-user gradients and the
+    user-level AltConv, :mod:`labeldp.tasks.ads`) and reports the test metric with the accounted eps."""
+    task = tasks.task_for(data, spec)
+    tasks.check_task_options(task, spec, OPTIONS, NAME)
+    return task.train_private(method=NAME, denoiser_for=make_denoiser_for, desc=f"labeldp_pro eps={spec.epsilon}")
 
 
 def vmap_key(data, spec: RunSpec) -> str | None:
     """Runs of a sweep with equal keys train as one vmapped program (:func:`run_many`): the same
     denoiser (its projection settings and C) and everything but the learning rate; None for the
     per-user ads path and where the projection runs a Python-driven loop (the CPU's default)."""
-    from labeldp.methods.private_training import vmap_group_key
-
-    if getattr(data, "kind", "image") == "tabular":
-        return None
-    den = make_denoiser_for(spec)
-    return None if den.host_loop() else vmap_group_key(spec, denoiser=den)
+    task = tasks.task_for(data, spec)
+    tasks.check_task_options(task, spec, OPTIONS, NAME)
+    return task.vmap_key(denoiser_for=make_denoiser_for)
 
 
 def run_many(data, specs: list[RunSpec]) -> list[MethodResult]:

@@ -7,42 +7,31 @@ Table 5 and the ``epsilon = inf`` row of Table 7.
 
 from __future__ import annotations
 
-from labeldp.methods.base import NON_PRIVATE, MethodResult, RunSpec
+import dataclasses
+
+from labeldp import tasks
+from labeldp.methods.base import NON_PRIVATE, RECIPE_OPTIONS, MethodResult, RunSpec
 
 NAME = "nonprivate"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 DATASET_KINDS = ("image", "tabular", "features")
+OPTIONS = RECIPE_OPTIONS  # 001 Appendix B's recipe (images); the tasks refuse what they do not implement
 
 
 def run(data, spec: RunSpec) -> MethodResult:
-    """Trains the dataset's Table 10 model on the true labels and evaluates test accuracy.
+    """Trains the task's model on the true labels and evaluates its test metric.
 
     Args:
-      data: a :class:`labeldp.data.prepare.PreparedData`.
+      data: a prepared dataset (images, features, ads data, regression data).
       spec: the run (``epsilon`` must be ``inf``).
 
     Returns:
-      A :class:`MethodResult` with ``test_accuracy_pct``.
+      A :class:`MethodResult` with the task's test metric and no privacy.
     """
-    from labeldp.methods.common import build_model_for, train_and_evaluate
-    from labeldp.training import one_hot
-
     if spec.private:
         raise ValueError(f"nonprivate runs take epsilon=inf, got {spec.epsilon}")
-    if getattr(data, "task", None) == "binary_classification":  # ads data (000 Table 7): labeldp.ads
-        from labeldp.ads.pipeline import run_ads_method
-
-        return run_ads_method(data, spec, method=NAME)
-    if getattr(data, "kind", "image") == "tabular":  # 003's regression: the MLP on the true labels
-        from labeldp.regression.pipeline import Randomized, run_label_randomizer
-
-        def identity(labels, *, data, spec, rng):
-            return Randomized(
-                noisy_labels=labels, privacy=NON_PRIVATE, details={"epsilon1": 0.0, "epsilon2": None, "mesh_size": None}
-            )
-
-        return run_label_randomizer(data, spec, identity, name=NAME)
-    model = build_model_for(data)
-    weights = one_hot(data.y_train, data.num_classes)
-    metrics, timings, audit = train_and_evaluate(model, data, weights, spec, desc="nonprivate")
-    return MethodResult(metrics=metrics, privacy=NON_PRIVATE, timings=timings, audit_log_probs=audit)
+    task = tasks.task_for(data, spec)
+    tasks.check_task_options(task, spec, OPTIONS, NAME)
+    units = task.training_labels()
+    trained = task.train_on_targets(units.labels, desc=NAME)
+    return trained.result(dataclasses.replace(NON_PRIVATE, privacy_unit=units.privacy_unit))

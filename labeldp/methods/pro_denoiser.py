@@ -1,6 +1,6 @@
 """LabelDP-Pro's variant options and the denoiser they describe (000 Table 1; the projection of
 000 Section 3.2 / Appendix C or the converged one): what :mod:`labeldp.methods.labeldp_pro` trains
-with, and what the user-level ads path (:mod:`labeldp.ads.pipeline`) wraps, in a module of its own so
+with, and what the user-level ads path (:mod:`labeldp.tasks.ads`) wraps, in a module of its own so
 neither imports the other. The options are documented in :mod:`labeldp.methods.labeldp_pro`.
 """
 

@@ -107,7 +107,7 @@ def delta_text(res: TableResult, key: str, eps: float) -> str:
     return f"{d:+.1f}" + (" (partial)" if (key, eps) in res.partial_deltas else "")
 
 
-def _revision_text(git: Mapping[str, Any]) -> str:
+def revision_text(git: Mapping[str, Any]) -> str:
     """A record's code revision as the table header names it: the commit, ``+dirty`` when the
     tree had changes, and the revision the caller stated where it was given too."""
     commit = str(git.get("commit"))
@@ -169,7 +169,7 @@ def header_lines(res: TableResult) -> list[str]:
     # the build rewrites its own report files in the checkout: those changes are not code changes
     git = records.git_revision(exclude=tuple(str(cfg[k]) for k in ("reports_dir", "results_dir") if cfg.get(k)))
     hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
-    rec_revs = sorted({_revision_text(r["environment"].get("git") or {}) for r in recs})
+    rec_revs = sorted({revision_text(r["environment"].get("git") or {}) for r in recs})
     options = sorted(
         {
             f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
@@ -190,7 +190,7 @@ def header_lines(res: TableResult) -> list[str]:
     grid = cfg["grids"][cfg["grid"]][tcfg["grid"]]
     lines = [
         f"- generated: {records.now_utc()}",
-        f"- git revision: {_revision_text(git)}",
+        f"- git revision: {revision_text(git)}",
         f"- profile: {cfg['profile']} (grid `{cfg['grid']}.{tcfg['grid']}`: "
         + ", ".join(f"{k}={v}" for k, v in grid.items())
         + ")",

@@ -52,7 +52,7 @@ from labeldp.report.search_cost import search_epsilon
 from labeldp.report.render import (  # noqa: F401
     NOT_RUN,
     QUOTED,
-    _revision_text,
+    revision_text,
     cell_text,
     delta_text,
     header_lines,

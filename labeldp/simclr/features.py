@@ -95,7 +95,7 @@ def linear_probe_accuracy(
 
 def write_features(*, data: str | Path, encoder_dir: str | Path, out: str | Path, dataset_name: str) -> dict[str, Any]:
     """Extracts train and test features and writes the features file; returns its metadata."""
-    from labeldp.data.prepare import _atomic_savez
+    from labeldp.data.prepare import atomic_savez
 
     data = Path(data)
     if not data.is_file():
@@ -141,7 +141,7 @@ def write_features(*, data: str | Path, encoder_dir: str | Path, out: str | Path
             "linear_probe_test_accuracy_pct": probe,
         },
     }
-    _atomic_savez(
+    atomic_savez(
         Path(out),
         {
             "x_train": f_train,

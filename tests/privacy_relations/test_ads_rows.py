@@ -98,7 +98,7 @@ def _assert_both_relations_from_dp_accounting(res, q, steps, extra=0.0):
 
 
 def test_row_rr_user_level(ads_data):
-    from labeldp.ads.pipeline import run_ads_method
+    from labeldp.methods import registry
     from labeldp.mechanisms import user_level as U
 
     r = row("rr_user_level")
@@ -110,8 +110,8 @@ def test_row_rr_user_level(ads_data):
         for y, y2, z in itertools.product(itertools.product((0, 1), repeat=k), repeat=3):
             worst = max(worst, sum(math.log(p[a, c] / p[b, c]) for a, b, c in zip(y, y2, z)))
         assert worst == pytest.approx(eps, abs=1e-12) == U.max_user_log_ratio(epsilon=eps, k=k, num_classes=2)
-    res = run_ads_method(
-        ads_data, _spec("rr", {"learning_rate": 1e-2, "epochs": 1, "batch_size": 32}, k=K), method="rr"
+    res = registry.get_method("rr").run(
+        ads_data, _spec("rr", {"learning_rate": 1e-2, "epochs": 1, "batch_size": 32}, k=K)
     )
     out = res.privacy.to_dict(target_epsilon=2.0)
     assert out["privacy_unit"] == "user" and out["epsilon"] == 2.0 and out["delta"] == 0.0
@@ -119,7 +119,7 @@ def test_row_rr_user_level(ads_data):
 
 
 def _user_level_checks(ads_data, method):
-    from labeldp.ads.pipeline import run_ads_method
+    from labeldp.methods import registry
 
     r = row(f"{method}_user_level")
     assert relations(r) == BOTH
@@ -133,7 +133,7 @@ def _user_level_checks(ads_data, method):
         "proj_steps": 5,
         "smoothing": 0.75,
     }
-    res = run_ads_method(ads_data, _spec(method, hp, k=K), method=method)
+    res = registry.get_method(method).run(ads_data, _spec(method, hp, k=K))
     assert res.privacy.privacy_unit == "user"
     assert res.details["sampling_rate"] == pytest.approx(12 / USERS) and res.details["steps"] == USERS // 12
     _assert_both_relations_from_dp_accounting(res, 12 / USERS, USERS // 12)

@@ -1,5 +1,5 @@
-"""One Table 7 run end to end on a tiny SYNTHETIC Criteo Attribution stand-in: what each method
-states about its user-level privacy is what ran."""
+"""The ads task (labeldp.tasks.ads): one Table 7 run end to end through the method modules on a tiny
+SYNTHETIC Criteo Attribution stand-in; what each method states about its user-level privacy is what ran."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from labeldp.ads.pipeline import run_ads_method, user_arrays
+from labeldp import tasks
+from labeldp.methods import registry
+from labeldp.tasks.ads import AdsTask, user_arrays
 from labeldp.data import criteo_attribution
 from labeldp.data.tabular import load_prepared_tabular
 from labeldp.methods.base import RunSpec
@@ -37,6 +39,12 @@ def _spec(method, eps, k, **hp):
     )
 
 
+def run_ads_method(data, spec, *, method):
+    """Runs ``method``'s module on ads data (no method branches on the kind: the task does the rest)."""
+    assert spec.method == method
+    return registry.get_method(method).run(data, spec)
+
+
 def test_user_arrays_give_every_user_exactly_k_of_its_own_rows(data):
     x_num, x_cat, y = user_arrays(data, k=3, seed=0)
     assert y.shape == (len(np.unique(data.user_train)), 3) and x_cat.shape[:2] == y.shape
@@ -50,7 +58,7 @@ def test_rr_spends_eps_over_k_per_label_and_states_a_user_level_guarantee(data):
     assert res.details["per_label_epsilon"] == pytest.approx(0.25)
     flip = 1 / (1 + math.exp(0.25))  # binary RR at eps/k flips a label with probability 1/(1+e^(eps/k))
     n = res.details["users"] * 4
-    assert abs(res.details["label_noise_rate"] - flip) < 4 * math.sqrt(flip * (1 - flip) / n)
+    assert abs((1 - res.details["noisy_label_accuracy"]) - flip) < 4 * math.sqrt(flip * (1 - flip) / n)
     assert 0.0 <= res.metrics["test_auc"] <= 1.0
 
 
@@ -71,9 +79,27 @@ def test_nonprivate_default_variant_uses_every_training_row(data):
     assert res.details["rows"] == len(data.y_train) and math.isinf(res.privacy.epsilon)
 
 
-def test_example_level_runs_are_refused_until_implemented(data):
-    with pytest.raises(ValueError, match="only user-level runs"):
-        run_ads_method(data, _spec("rr", 1.0, None), method="rr")
+def test_the_ads_data_get_the_ads_task(data):
+    assert isinstance(tasks.task_for(data, _spec("rr", 1.0, 2)), AdsTask)
+
+
+def test_example_level_rr_randomises_each_row_once_at_eps(data):
+    res = run_ads_method(data, _spec("rr", 1.0, None), method="rr")
+    p = res.privacy.to_dict(target_epsilon=1.0)
+    assert p["privacy_unit"] == "example" and res.details["per_label_epsilon"] == 1.0
+    assert res.details["num_train"] == len(data.y_train) == res.details["rows"]
+    assert_label_event_reaccounts(p)
+
+
+def test_options_the_ads_task_does_not_implement_are_refused_with_the_reason(data):
+    import dataclasses
+
+    spec = dataclasses.replace(_spec("dpsgd", 1.0, 2, clip_norm=1.0), options={"examples_per_user": 2, "momentum": 0.9})
+    with pytest.raises(ValueError, match="'momentum'.*RMSProp"):
+        run_ads_method(data, spec, method="dpsgd")
+    spec = dataclasses.replace(spec, options={"examples_per_user": 2, "validation_fraction": 0.1})
+    with pytest.raises(ValueError, match="held-out selection"):
+        run_ads_method(data, spec, method="dpsgd")
 
 
 def test_user_level_epsilon_is_dp_accountings_for_the_user_sampling_that_ran(data):
