@@ -69,7 +69,9 @@ __all__ = ["LabelOracle", "TwoStagePlan", "filter_k", "plan_stages", "run", "spl
 
 NAME = "lp_2st"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0}
+#: mixup per stage (001 Appendix B) and, for 001 Figure 4 (a)'s sweep, the split and the prior's temperature
+#: as grid axes (their defaults: the options', else 0.4 and 1)
+OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0, "stage1_fraction": 0.4, "temperature": 1.0}
 DATASET_KINDS = ("image", "features")
 
 MECHANISM = (
@@ -232,6 +234,8 @@ def run(data, spec: RunSpec) -> MethodResult:
         "num_stage1_kept": int(keep.sum()),
         "num_stage2_train": int(s2.train_idx.size),
         "stage1_test_accuracy_pct": staged.stage_test_accuracy_pct[0],
+        # the stage-1 model's test top-k accuracy, k = 1..K (001 Figure 5 reads it at k = filter_k)
+        "stage1_test_top_k_accuracy_pct": list(staged.top_k_test_accuracy_pct[0]),
         "stage1_diverged": bool(res1.diverged),
         "stage1_fraction": staged.fractions[0],
         "temperature": staged.temperature,

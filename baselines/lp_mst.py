@@ -68,18 +68,45 @@ DEFAULT_STAGES = 3
 STAGE_OPTIONS = ("stages", "stage_fractions", "stage1_fraction", "temperature")
 
 
+#: LP-2ST's settings that 001 Figure 4 (a) sweeps: a variant option or, for such a sweep, a grid axis
+GRID_OR_OPTION = ("stage1_fraction", "temperature")
+
+
+def option_or_axis(spec: RunSpec, key: str, default=None):
+    """``key`` from the grid point (a sweep over it, 001 Figure 4) or else from the variant's options.
+
+    Raises:
+      ValueError: both set it (one place only, so a record says unambiguously what ran).
+    """
+    if key in spec.hparams and key in spec.options:
+        raise ValueError(f"{key} is both a grid axis and an option of variant {spec.variant!r}; set it in one place")
+    return spec.hparams.get(key, spec.options.get(key, default))
+
+
 def stages_of(spec: RunSpec, *, default_stages: int) -> tuple[int, tuple[float, ...]]:
-    """(T, shares) from the options ``stages``, ``stage_fractions`` and LP-2ST's ``stage1_fraction``."""
+    """(T, shares) from the options ``stages``, ``stage_fractions`` and LP-2ST's ``stage1_fraction``
+    (an option or a grid axis)."""
     stages = spec.options.get("stages", default_stages)
     fractions = spec.options.get("stage_fractions")
-    if "stage1_fraction" in spec.options:
+    f1 = option_or_axis(spec, "stage1_fraction")
+    if f1 is not None:
         if fractions is not None or stages != 2:
             raise ValueError("option stage1_fraction is LP-2ST's (two stages); give stage_fractions instead")
-        f1 = float(spec.options["stage1_fraction"])
+        f1 = float(f1)
         if not 0.0 < f1 < 1.0:
             raise ValueError(f"stage1_fraction must be in (0, 1), got {f1!r}")
         fractions = (f1, 1.0 - f1)
     return stages, stage_fractions_for(stages, fractions)
+
+
+def top_k_accuracy_pct(logits, labels) -> list[float]:
+    """The share (%) of ``labels`` among the top-k of ``logits``' rows, for k = 1..K (ties: the lower index)."""
+    import numpy as np
+
+    logits, labels = np.asarray(logits), np.asarray(labels)
+    order = np.argsort(-logits, axis=1, kind="stable")
+    rank = np.argmax(order == labels[:, None], axis=1)  # 0-based rank of the true label
+    return [float(100.0 * np.mean(rank < k)) for k in range(1, logits.shape[1] + 1)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,6 +119,7 @@ class MultiStageRun:
       results: one :class:`labeldp.training.TrainResult` per stage.
       stage_test_accuracy_pct: each stage's model's test accuracy (the last is the run's).
       epoch_test_accuracy_pct: per stage, the test accuracy after each of its epochs (001 Figure 3's curves).
+      top_k_test_accuracy_pct: per stage, its model's test top-k accuracy for k = 1..K (001 Figure 5).
       config: the stages' training settings (mixup aside).
       mixup: ``{1: stage 1's alpha, 2: every later stage's}``.
       audit_log_probs: the final model's log-probabilities at the audit canaries (or None).
@@ -104,6 +132,7 @@ class MultiStageRun:
     results: tuple[Any, ...]
     stage_test_accuracy_pct: tuple[float, ...]
     epoch_test_accuracy_pct: tuple[tuple[float, ...], ...]
+    top_k_test_accuracy_pct: tuple[tuple[float, ...], ...]
     config: Any
     mixup: dict
     audit_log_probs: Any
@@ -154,13 +183,14 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
     common.check_options(spec, tuple(options), name)
     stages, fractions = stages_of(spec, default_stages=default_stages)
     k = int(data.num_classes)
-    temperature = float(spec.options.get("temperature", 1.0))
+    temperature = float(option_or_axis(spec, "temperature", 1.0))
     model = build_model_for(data)
     config = train_config(spec)
     mixup = {s: float(spec.hparams.get(f"mixup_alpha{s}", OPTIONAL_HYPERPARAMETERS[f"mixup_alpha{s}"])) for s in (1, 2)}
     x_train, x_test = to_float_images(data.x_train), to_float_images(data.x_test)
     results: list[Any] = []
     epoch_accuracy: list[list[float]] = []  # per stage, the test accuracy after each epoch (001 Figure 3)
+    top_k_accuracy: list[list[float]] = []  # per stage, the test top-k accuracy for k = 1..K (001 Figure 5)
 
     def fit_stage(t, train_idx, train_labels):
         epoch_accuracy.append([])
@@ -179,6 +209,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
             on_epoch_end=after_epoch,
         )
         results.append(res)
+        top_k_accuracy.append(top_k_accuracy_pct(predict_logits(model, res.params, x_test), data.y_test))
         return predict_logits(model, res.params, x_train) if t < stages else None
 
     plans = plan_multi_stage(
@@ -199,6 +230,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
         results=tuple(results),
         stage_test_accuracy_pct=accs,
         epoch_test_accuracy_pct=tuple(tuple(a) for a in epoch_accuracy),
+        top_k_test_accuracy_pct=tuple(tuple(a) for a in top_k_accuracy),
         config=config,
         mixup=mixup,
         audit_log_probs=audit_log_probs(model, results[-1].params, data),
@@ -244,10 +276,15 @@ def run(data, spec: RunSpec) -> MethodResult:
                 "num_train": int(p.train_idx.size),
                 "test_accuracy_pct": acc,
                 "test_accuracy_by_epoch": list(by_epoch),
+                "test_top_k_accuracy_pct": list(top_k),
                 "diverged": bool(r.diverged),
             }
-            for p, r, acc, by_epoch in zip(
-                staged.plans, staged.results, staged.stage_test_accuracy_pct, staged.epoch_test_accuracy_pct
+            for p, r, acc, by_epoch, top_k in zip(
+                staged.plans,
+                staged.results,
+                staged.stage_test_accuracy_pct,
+                staged.epoch_test_accuracy_pct,
+                staged.top_k_test_accuracy_pct,
             )
         ],
         "temperature": staged.temperature,

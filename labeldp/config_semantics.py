@@ -110,6 +110,8 @@ _SOURCE_KEYS = {
     "training_curves": ("source", False),
     "learning_curves": ("learning_source", False),
     "confusion_matrices": ("confusion_source", False),
+    "grid_heatmap": ("heatmap_panels", True),
+    "top_k_violin": ("violin_sources", True),
     "not_run": (None, False),
 }
 

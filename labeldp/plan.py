@@ -314,6 +314,8 @@ SOURCE_RENDERERS = (
     "training_curves",
     "learning_curves",
     "confusion_matrices",
+    "grid_heatmap",
+    "top_k_violin",
     "not_run",
 )
 
@@ -332,6 +334,10 @@ def source_tables(tcfg: Mapping[str, Any]) -> list[str]:
         return [tcfg["confusion_source"]["table"]]
     if tcfg.get("renderer") == "learning_curves":
         return [tcfg["learning_source"]["table"]]
+    if tcfg.get("renderer") == "grid_heatmap":
+        return list(dict.fromkeys(panel["table"] for panel in tcfg["heatmap_panels"]))
+    if tcfg.get("renderer") == "top_k_violin":
+        return list(dict.fromkeys(src["table"] for src in tcfg["violin_sources"]))
     return []
 
 

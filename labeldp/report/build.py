@@ -22,6 +22,7 @@ from labeldp.report.confusion import main_confusion
 from labeldp.report.eps_curves import main_eps_curves
 from labeldp.report.intersection import main_intersection
 from labeldp.report.learning_curves import main_learning_curves
+from labeldp.report.lpmst_sweeps import main_grid_heatmap, main_top_k_violin
 from labeldp.report.not_run import main_not_run
 from labeldp.report.regression import main_regression
 from labeldp.report.run_times import main_run_times
@@ -37,6 +38,8 @@ RENDERERS: dict[str, Callable[..., int]] = {
     "training_curves": main_training_curves,  # 000 Figure 2, from a table's records
     "confusion_matrices": main_confusion,  # 000 Figure 4, from a table's records
     "learning_curves": main_learning_curves,  # 001 Figure 3, from a table's records
+    "grid_heatmap": main_grid_heatmap,  # 001 Figure 4, from tables' records
+    "top_k_violin": main_top_k_violin,  # 001 Figure 5, from tables' records
     "eps_curves": main_eps_curves,  # 002's figures, from other tables' cells
     "regression": main_regression,  # 003's figures and Table G.3
     "not_run": main_not_run,  # proprietary data: "not run" beside the paper's values

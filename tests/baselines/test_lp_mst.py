@@ -165,3 +165,30 @@ def _spec(method, *, epsilon=1.0, seed=0, options=None):
 
 def _fake_data(n_train=192, n_test=64, k=10, seed=0):
     return fake_mnist_images(n_train, n_test, k, seed)
+
+
+def test_top_k_accuracy_is_the_share_of_labels_among_the_top_k_logits():
+    rng = np.random.default_rng(0)
+    logits, labels = rng.normal(size=(500, 6)), rng.integers(0, 6, 500)
+    acc = lp_mst.top_k_accuracy_pct(logits, labels)
+    assert len(acc) == 6 and acc[-1] == 100.0 and all(a <= b for a, b in zip(acc, acc[1:]))
+    assert acc[0] == pytest.approx(100.0 * np.mean(logits.argmax(axis=1) == labels))
+    brute = [100.0 * np.mean([y in np.argsort(-row)[:k] for row, y in zip(logits, labels)]) for k in range(1, 7)]
+    assert acc == pytest.approx(brute)
+
+
+def test_lp_2st_records_the_stage1_top_k_accuracy_and_takes_the_split_and_temperature_from_the_grid():
+    data = _fake_data()
+    grid_spec = dc.replace(
+        _spec("lp_2st"), hparams={**_spec("lp_2st").hparams, "stage1_fraction": 0.6, "temperature": 0.5}
+    )
+    res = lp_2st.run(data, grid_spec)
+    d = res.details
+    assert d["stage1_fraction"] == 0.6 and d["temperature"] == 0.5
+    top = d["stage1_test_top_k_accuracy_pct"]
+    assert len(top) == data.num_classes and top[-1] == 100.0 and top[0] == pytest.approx(d["stage1_test_accuracy_pct"])
+    as_options = lp_2st.run(data, dc.replace(_spec("lp_2st"), options={"stage1_fraction": 0.6, "temperature": 0.5}))
+    assert as_options.metrics == res.metrics  # an axis and an option are the same setting
+    both = dc.replace(grid_spec, options={"temperature": 0.5})
+    with pytest.raises(ValueError, match="temperature is both a grid axis and an option"):
+        lp_2st.run(data, both)

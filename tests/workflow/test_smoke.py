@@ -50,6 +50,8 @@ TABLES = [
     "table12",
     "lpmst_figure2_priors",
     "lpmst_figure2_priors_fashion_mnist",
+    "lpmst_figure4a_sweep",
+    "lpmst_figure4b_sweep",
 ]
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
@@ -319,6 +321,19 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     f3 = _rows(rep / "figures/lpmst_figure3.csv")
     assert {r["column"] for r in f3} == {"lp_1st", "lp_2st"} and all(r["status"] == "ok" for r in f3), f3
     assert {r["stage"] for r in f3 if r["column"] == "lp_2st"} == {"1", "2"}
+    # 001 Figure 4: a heat map per sweep over its two axes (smoke: 2 x 2 and 2 x 1 points on the CIFAR-10 stand-in)
+    f4 = _rows(rep / "figures/lpmst_figure4.csv")
+    assert all(r["status"] == "ok" for r in f4) and len(f4) == 6, f4
+    assert {(r["x_axis"], r["y_axis"]) for r in f4} == {
+        ("stage1_fraction", "temperature"),
+        ("mixup_alpha1", "mixup_alpha2"),
+    }
+    assert "STAND-IN DATA" in (rep / "figures/lpmst_figure4.md").read_text()
+    # 001 Figure 5: every LP-2ST run of both sweeps, binned by its stage-1 top-k accuracy at k = filter_k
+    f5 = _rows(rep / "figures/lpmst_figure5.csv")
+    # 5 distinct runs: (b)'s point at mixup 8 / 4 is (a)'s run at the default split and temperature
+    assert len(f5) == 5 and all(r["status"] == "ok" and 0 <= float(r["stage1_top_k_accuracy_pct"]) <= 100 for r in f5)
+    assert all((rep / f"figures/lpmst_figure{n}.{e}").stat().st_size > 0 for n in (4, 5) for e in ("png", "pdf"))
     # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
     for t in ("lpmst_table1", "lpmst_table5"):
         assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
@@ -439,6 +454,8 @@ def test_dry_run_lists_every_target(tmp_path):
             "figure2",
             "lpmst_figure2",
             "lpmst_figure1b",
+            "lpmst_figure4",
+            "lpmst_figure5",
             "pro_figure4",
             "pro_figure4_fashion_mnist",
         ]
