@@ -35,7 +35,7 @@ def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
 
 def prepared_attribution(directory, *, n_rows: int = 2500, seed: int = 1):
     """A prepared SYNTHETIC Criteo Attribution stand-in (users and sensitive features) in ``directory``."""
-    from labeldp.data import criteo_attribution
+    from labeldp.data.sources import criteo_attribution
     from labeldp.data.tabular import load_prepared_tabular
 
     criteo_attribution.write_standin(directory / "raw", n_rows=n_rows, seed=seed)

@@ -7,7 +7,7 @@ Proposition 6 (group privacy): keep at most k examples per user, then a mechanis
 Appendix A does:
 
 * every user's examples are capped at k and sampled WITH replacement up to k
-  (:func:`labeldp.data.criteo_attribution.cap_examples_per_user` with ``with_replacement``);
+  (:func:`labeldp.data.sources.criteo_attribution.cap_examples_per_user` with ``with_replacement``);
 * ``phase_split: rr`` (RR on the truncated model): RR at ``eps / k`` on each of the user's k
   labels (pure DP, group privacy gives eps per user), 002's debiased loss;
 * ``phase_split: dpsgd`` (DP-SGD on all features): example-level DP-SGD on the U k capped rows,
@@ -105,7 +105,7 @@ def user_level_epsilon(
 
 
 def _capped(data, *, k: int, seed: int, stream: int):
-    from labeldp.data.criteo_attribution import cap_examples_per_user
+    from labeldp.data.sources.criteo_attribution import cap_examples_per_user
 
     idx = cap_examples_per_user(data.user_train, k=k, seed=seed * 1000 + stream, with_replacement=True)
     return data.x_num_train[idx], data.x_cat_train[idx], np.asarray(data.y_train[idx], np.int64)

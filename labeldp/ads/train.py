@@ -201,7 +201,7 @@ def train_user_level(
     Args:
       model: the network.
       x_num: ``(U, k, d_num)``; x_cat: ``(U, k, d_cat)``; y: ``(U, k)``: every user's k examples
-        (:func:`labeldp.data.criteo_attribution.cap_examples_per_user` makes them).
+        (:func:`labeldp.data.sources.criteo_attribution.cap_examples_per_user` makes them).
       config: ``learning_rate`` (RMSprop); the batch size and epochs are the plan's.
       clip_norm: C.
       plan: the run's :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan` over the U users: its

@@ -1,9 +1,11 @@
-"""Data layer: dataset registry, verified fetching, raw-format parsers, preparation.
+"""Data layer: data sources, verified fetching, raw-format parsers, preparation.
 
-* :mod:`.registry` -- one :class:`DatasetSpec` per dataset (URLs, checksums, shapes).
+* :mod:`.sources` -- one module per data source (its ``SPEC``, reader or preparation, stand-in writer);
+  :mod:`.registry` discovers them (and the user's, ``LABELDP_DATA_SOURCES``) by dataset id.
 * :mod:`.fetch` -- :func:`fetch_dataset` (mirror first, then official URLs; atomic,
   checksum-verified), :func:`verify_file`.
-* :mod:`.rawformats` -- IDX and CIFAR-10 python parsers/writers, synthetic stand-ins.
+* :mod:`.rawformats` -- one module per raw format (IDX, CIFAR-10 python, Criteo's archives, the IPUMS
+  extract), synthetic stand-ins.
 * :mod:`.prepare` -- raw files -> ``.npz``; :func:`load_prepared`.
 """
 

@@ -1,5 +1,5 @@
 """What the data layer knows about one dataset: :class:`DatasetSpec` and its :class:`RemoteFile` entries
-(the built-in specs: :mod:`labeldp.data.builtin_sources`; lookup: :mod:`labeldp.data.registry`)."""
+(the shipped specs: the modules of :mod:`labeldp.data.sources`; lookup: :mod:`labeldp.data.registry`)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class DatasetSpec:
     raw_format:
         ``"idx"`` (MNIST family), ``"cifar10_python"``, ``"criteo_attribution_zip"``,
         ``"criteo_search_targz"``, ``"ipums_extract"``, ``"statsmodels_package"`` (a file
-        shipped inside an installed package: :mod:`labeldp.data.rand_hie`).
+        shipped inside an installed package: :mod:`labeldp.data.sources.rand_hie`).
     manual:
         True when the files cannot be fetched automatically (Census 1940): ``files`` is
         empty and ``manual_instructions`` says what the user must download.

@@ -37,19 +37,15 @@ from typing import Any
 
 import numpy as np
 
-from ..atomic_io import atomic_output
-from .fetch import ChecksumError, DataError, DataMissingError, file_digests
-from .rawformats import (
-    IDX_IMAGES_MAGIC,
-    IDX_LABELS_MAGIC,
+from labeldp.atomic_io import atomic_output
+from labeldp.data.fetch import ChecksumError, DataError, DataMissingError, file_digests
+from labeldp.data.rawformats import (
     RawSplits,
     is_standin_dir,
-    read_cifar10_tar,
-    read_idx,
     read_standin_marker,
 )
-from . import views
-from .registry import DATASETS, DatasetSpec, get_spec, source_module
+from labeldp.data import views
+from labeldp.data.registry import DATASETS, DatasetSpec, get_spec, source_module
 
 __all__ = [
     "SOURCE_OFFICIAL",
@@ -144,19 +140,6 @@ def _check_official(spec: DatasetSpec, paths: dict[str, Path], digests: dict[str
                 )
 
 
-def _parse_idx_dataset(paths: dict[str, Path]) -> RawSplits:
-    def pair(img_name: str, lbl_name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
-        x = read_idx(paths[img_name], expected_magic=IDX_IMAGES_MAGIC)
-        y = read_idx(paths[lbl_name], expected_magic=IDX_LABELS_MAGIC)
-        if x.shape[0] != y.shape[0]:
-            raise DataError(f"{split}: {x.shape[0]} images but {y.shape[0]} labels")
-        return x[..., None].astype(np.uint8, copy=False), y.astype(np.int64)
-
-    x_train, y_train = pair("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "train")
-    x_test, y_test = pair("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz", "test")
-    return RawSplits(x_train, y_train, x_test, y_test)
-
-
 def atomic_savez(out_path: Path, arrays: dict[str, np.ndarray]) -> None:
     with atomic_output(out_path) as fh:
         np.savez(fh, **arrays)
@@ -202,17 +185,13 @@ def prepare_image_dataset(
         marker = None
         _check_official(spec, paths, digests)
 
-    if spec.raw_format == "idx":
-        splits = _parse_idx_dataset(paths)
-    elif spec.raw_format == "cifar10_python":
-        member_md5 = None if synthetic else dict(spec.members)
-        splits = read_cifar10_tar(paths[spec.files[0].filename], member_md5=member_md5)
-    elif hasattr(source_module(name), "read_raw"):  # a data source of the user's own
-        splits = RawSplits(*source_module(name).read_raw(paths))
-    else:
+    module = source_module(name)
+    if not hasattr(module, "read_raw"):
         raise NotImplementedError(
-            f"no parser for raw format {spec.raw_format!r} of {name}: a data source module defines read_raw(paths)"
+            f"no parser for raw format {spec.raw_format!r} of {name}: its data source module ({module.__name__}) "
+            "defines read_raw(paths)"
         )
+    splits = RawSplits(*module.read_raw(paths))
 
     expected_shape = tuple(spec.input_shape or ())
     k = int(spec.num_classes or 0)
@@ -278,7 +257,7 @@ def load_prepared(path: str | os.PathLike):
     :class:`PreparedData`, of kind ``image`` or ``features``) or by a tabular preparation (a :class:`labeldp.data.tabular.PreparedTabular`); no pickles."""
     with np.load(Path(path), allow_pickle=False) as npz:
         if "metadata" in npz.files and json.loads(str(npz["metadata"][()])).get("kind") == "tabular":
-            from .tabular import load_prepared_tabular
+            from labeldp.data.tabular import load_prepared_tabular
 
             return load_prepared_tabular(path)
         missing = {"x_train", "y_train", "x_test", "y_test", "metadata"} - set(npz.files)
@@ -331,10 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif DATASETS[args.dataset].kind == "image":
             out = prepare_image_dataset(args.dataset, raw_dir=args.raw_dir, out_path=args.out, subset=args.subset)
-        else:  # tabular: one module per dataset, labeldp/data/<dataset>.py (or a source of the user's own)
-            import importlib
-
-            module = source_module(args.dataset) or importlib.import_module(f"labeldp.data.{args.dataset}")
+        else:  # tabular: the dataset's source module prepares it
+            module = source_module(args.dataset)
             source = SOURCE_STANDIN if is_standin_dir(args.raw_dir) else SOURCE_OFFICIAL
             out = module.prepare_dataset(raw_dir=args.raw_dir, out_path=args.out, subset=args.subset, source=source)
     except (DataError, ValueError) as exc:

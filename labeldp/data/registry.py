@@ -1,33 +1,33 @@
-"""Dataset registry: where every raw file comes from and how it is checked.
+"""Dataset registry: every data source, by dataset id (:data:`DATASETS`).
 
-One :class:`DatasetSpec` per dataset, keyed by id in :data:`DATASETS`. Adding a dataset
-means adding one entry here; :mod:`labeldp.data.fetch` and :mod:`labeldp.data.prepare`
-read everything they need from the spec.
+A data source is ONE module implementing one protocol (issue 30):
 
-Data sources of your own: a module (in a package of yours) that defines ``SPEC`` (a
-:class:`DatasetSpec`) and its preparation, named in the environment variable
-``LABELDP_DATA_SOURCES`` (``:``-separated module names; Snakemake's jobs inherit it), is a dataset
-like those below, with nothing in this repository edited (:func:`extension_sources`). An image
-source (``kind="image"``) defines ``read_raw(paths) -> RawSplits`` (its files by name, already
-checked against the spec's checksums; :func:`labeldp.data.prepare.prepare_image_dataset` does the
-rest); a tabular one defines ``prepare_dataset(*, raw_dir, out_path, subset, source)`` as the
-modules of this package do. ``write_standin(raw_dir, *, seed)`` (optional) writes synthetic raw
-files in the source's exact format, for tests.
+* ``SPEC``: its :class:`DatasetSpec` (where every raw file comes from and how it is checked; kind,
+  task and model, once);
+* an image source (``kind="image"``): ``read_raw(paths) -> RawSplits`` (its files by name, already
+  checked against the spec's checksums; :func:`labeldp.data.prepare.prepare_image_dataset` does the
+  rest); a tabular one: ``prepare_dataset(*, raw_dir, out_path, subset, source)``;
+* ``write_standin(directory, *, seed, n_train, n_test)`` (optional): SYNTHETIC raw files in the
+  source's exact format for tests and the smoke profile (after the ``STANDIN_SYNTHETIC`` marker).
 
-The built-in datasets' specs (with where their checksums come from) are in
-:mod:`labeldp.data.builtin_sources`; :class:`DatasetSpec` and :class:`RemoteFile` in
-:mod:`labeldp.data.dataset_spec`.
+The sources this suite ships are the modules of :mod:`labeldp.data.sources`, discovered here
+(:func:`builtin_sources`); raw formats live in :mod:`labeldp.data.rawformats`, fetching in
+:mod:`labeldp.data.fetch`. A source of your own, in a package of yours, is named in the environment
+variable ``LABELDP_DATA_SOURCES`` (``:``-separated module names; Snakemake's jobs inherit it) and is a
+dataset like the shipped ones, with nothing in this repository edited (:func:`extension_sources`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
-from types import ModuleType
+import pkgutil
+from types import MappingProxyType, ModuleType
 from typing import Iterator, Mapping
 
-from .builtin_sources import BUILTIN_DATASETS
-from .census1940_extract import (  # re-exported: see __all__
+from labeldp.data import sources
+from labeldp.data.rawformats.ipums_extract import (  # re-exported: see __all__
     CENSUS1940_CATEGORICAL_FEATURES,
     CENSUS1940_DEFAULT_FILENAME,
     CENSUS1940_INSTRUCTIONS,
@@ -35,13 +35,14 @@ from .census1940_extract import (  # re-exported: see __all__
     CENSUS1940_NUMERICAL_FEATURES,
     CENSUS1940_VARIABLES,
 )
-from .dataset_spec import DatasetSpec, RemoteFile
+from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
 
 __all__ = [
     "RemoteFile",
     "DatasetSpec",
     "DATASETS",
     "SOURCES_ENV",
+    "builtin_sources",
     "dataset_names",
     "extension_sources",
     "get_spec",
@@ -57,6 +58,34 @@ __all__ = [
 
 #: The environment variable naming the data-source modules of your own (module docstring).
 SOURCES_ENV = "LABELDP_DATA_SOURCES"
+
+
+def _check_source(module: ModuleType) -> DatasetSpec:
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, DatasetSpec):
+        raise ValueError(f"data source {module.__name__} must define SPEC, a labeldp.data.registry.DatasetSpec")
+    return spec
+
+
+@functools.cache
+def builtin_sources() -> Mapping[str, ModuleType]:
+    """The modules of :mod:`labeldp.data.sources` (every one a data source), by dataset id.
+
+    Raises:
+      ValueError: a module without ``SPEC``, or two modules naming one dataset.
+    """
+    out: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(sources.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{sources.__name__}.{info.name}")
+        spec = _check_source(module)
+        if spec.name in out:
+            raise ValueError(f"data sources {out[spec.name].__name__} and {module.__name__} both name {spec.name!r}")
+        out[spec.name] = module
+    return MappingProxyType(out)
+
+
+def _builtin_specs() -> dict[str, DatasetSpec]:
+    return {name: m.SPEC for name, m in builtin_sources().items()}
 
 
 def extension_sources() -> dict[str, ModuleType]:
@@ -81,10 +110,8 @@ def extension_sources() -> dict[str, ModuleType]:
             raise ValueError(
                 f"{SOURCES_ENV} names {modname!r}, which cannot be imported ({exc}); fix PYTHONPATH"
             ) from exc
-        spec = getattr(module, "SPEC", None)
-        if not isinstance(spec, DatasetSpec):
-            raise ValueError(f"data source {modname} must define SPEC, a labeldp.data.registry.DatasetSpec")
-        if spec.name in BUILTIN_DATASETS or spec.name in out:
+        spec = _check_source(module)
+        if spec.name in builtin_sources() or spec.name in out:
             raise ValueError(f"data source {modname} names dataset {spec.name!r}, which already exists; rename it")
         out[spec.name] = module
     _EXTENSIONS[named] = out
@@ -98,11 +125,11 @@ class _Datasets(Mapping[str, DatasetSpec]):
     """This package's datasets, then those of :func:`extension_sources` (read at each access)."""
 
     def _all(self) -> dict[str, DatasetSpec]:
-        return {**BUILTIN_DATASETS, **{name: m.SPEC for name, m in extension_sources().items()}}
+        return {**_builtin_specs(), **{name: m.SPEC for name, m in extension_sources().items()}}
 
     def __getitem__(self, name: str) -> DatasetSpec:
-        if name in BUILTIN_DATASETS:
-            return BUILTIN_DATASETS[name]
+        if name in builtin_sources():
+            return builtin_sources()[name].SPEC
         return self._all()[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -115,9 +142,17 @@ class _Datasets(Mapping[str, DatasetSpec]):
 DATASETS: Mapping[str, DatasetSpec] = _Datasets()
 
 
-def source_module(name: str) -> ModuleType | None:
-    """The module of an extension data source (:func:`extension_sources`), None for this package's."""
-    return None if name in BUILTIN_DATASETS else extension_sources().get(name)
+def source_module(name: str) -> ModuleType:
+    """The data-source module of dataset ``name``: a shipped one (:func:`builtin_sources`) or one of
+    :func:`extension_sources`.
+
+    Raises:
+      KeyError: an unknown dataset, listing the known ids.
+    """
+    module = builtin_sources().get(name) or extension_sources().get(name)
+    if module is None:
+        raise KeyError(f"unknown dataset {name!r}; known datasets: {', '.join(DATASETS)}")
+    return module
 
 
 def dataset_names() -> tuple[str, ...]:

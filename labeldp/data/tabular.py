@@ -36,7 +36,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..atomic_io import atomic_output
+from labeldp.atomic_io import atomic_output
 
 __all__ = [
     "PreparedTabular",

@@ -21,11 +21,12 @@ Adding a view is one entry in :data:`VIEWS` plus the tables that use it.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
+
+from labeldp.data.registry import source_module
 
 
 __all__ = ["SplitView", "VIEWS", "view_of", "base_dataset", "prepare_view", "held_dataset"]
@@ -102,7 +103,7 @@ def prepare_view(dataset: str, *, raw_dir: str | Path, out_path: str | Path, sub
       KeyError: ``dataset`` is not a view.
     """
     view = VIEWS[dataset]
-    module = importlib.import_module(f"labeldp.data.{view.base}")
+    module = source_module(view.base)
     return module.prepare_dataset(
         raw_dir=raw_dir, out_path=out_path, subset=subset, source=source, view=dataset, **dict(view.options)
     )

@@ -3,7 +3,7 @@
 Both papers show the distribution of examples (clicked impressions) per user, the reason 000 caps
 each user at k examples (Table 7) and 002 compares caps (Table 3). This module counts them in the
 prepared file (``user_train`` / ``user_test``: every clicked impression of every drawn user, before
-the cap, :mod:`labeldp.data.criteo_attribution`) and writes the histogram (PNG and PDF, log-scaled
+the cap, :mod:`labeldp.data.sources.criteo_attribution`) and writes the histogram (PNG and PDF, log-scaled
 counts), a tidy CSV and a Markdown page with the summary statistics and the share of users a cap k
 truncates. A stand-in file says so in every output.
 

@@ -1,7 +1,7 @@
 """Binary ads classification with users (000 Table 7; 002's baselines): the ads MLP, test AUC.
 
 User-level privacy (000 Section 6): the variant option ``examples_per_user = k`` caps every training
-user at exactly k examples (:func:`labeldp.data.criteo_attribution.cap_examples_per_user`: k sampled
+user at exactly k examples (:func:`labeldp.data.sources.criteo_attribution.cap_examples_per_user`: k sampled
 without replacement, users with fewer re-sampled with replacement), and ALL k labels of a user together
 are the privacy unit (``privacy_unit: "user"`` in the record). Without it the unit is the example (one
 row), and every training row is used.
@@ -45,7 +45,7 @@ _IMAGES_ONLY = "held-out selection (labeldp.selection) is implemented for image 
 
 def user_arrays(data, *, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every training user's k examples, shaped ``(U, k, ...)`` (x_num, x_cat, y)."""
-    from labeldp.data.criteo_attribution import cap_examples_per_user
+    from labeldp.data.sources.criteo_attribution import cap_examples_per_user
 
     if data.user_train is None:
         raise ValueError(

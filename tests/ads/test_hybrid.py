@@ -113,7 +113,7 @@ def test_each_method_composes_its_phases_budgets(data, method, keys):
 def test_on_002s_random_split_the_record_states_no_data_deviation(tmp_path):
     """On the split view 002's tables use (labeldp.data.views), the record does not claim 000's split."""
     from baselines import hybrid_rr
-    from labeldp.data import criteo_attribution
+    from labeldp.data.sources import criteo_attribution
     from labeldp.data.tabular import load_prepared_tabular
 
     criteo_attribution.write_standin(tmp_path / "raw", n_rows=1500, seed=1)

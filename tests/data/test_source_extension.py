@@ -118,4 +118,24 @@ def test_a_source_that_breaks_the_contract_is_refused_with_the_fix(tmp_path, mon
         with pytest.raises(ValueError, match=match):
             registry.extension_sources()
     monkeypatch.delenv(registry.SOURCES_ENV)
-    assert registry.source_module("mnist") is None and "toy_blobs" not in registry.DATASETS
+    assert (
+        registry.source_module("mnist").__name__ == "labeldp.data.sources.mnist"
+        and "toy_blobs" not in registry.DATASETS
+    )
+
+
+def test_the_shipped_datasets_are_the_modules_of_the_sources_package():
+    """Every shipped dataset is one module of labeldp.data.sources implementing the source protocol."""
+    import pkgutil
+
+    from labeldp.data import sources
+
+    modules = {info.name for info in pkgutil.iter_modules(sources.__path__)}
+    found = registry.builtin_sources()
+    assert {m.__name__.rsplit(".", 1)[1] for m in found.values()} == modules
+    for name, module in found.items():
+        spec = module.SPEC
+        assert spec.name == name and registry.DATASETS[name] is spec
+        reader = "read_raw" if spec.kind == "image" else "prepare_dataset"
+        assert callable(getattr(module, reader)), (name, reader)
+        assert callable(getattr(module, "write_standin", None)) or not spec.standin_allowed, name

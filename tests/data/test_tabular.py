@@ -65,7 +65,7 @@ def test_round_trip(tmp_path):
 def test_rand_hie_prepares_from_the_package(tmp_path):
     pytest.importorskip("statsmodels")
     from labeldp.data.prepare import load_prepared
-    from labeldp.data.rand_hie import fetch_packaged, prepare_dataset
+    from labeldp.data.sources.rand_hie import fetch_packaged, prepare_dataset
 
     (raw,) = fetch_packaged(data_dir=tmp_path / "raw", quiet=True)
     d = load_prepared(prepare_dataset(raw_dir=raw.parent, out_path=tmp_path / "r.npz"))
@@ -76,7 +76,7 @@ def test_rand_hie_prepares_from_the_package(tmp_path):
 
 def test_rand_hie_refuses_a_changed_file(tmp_path):
     pytest.importorskip("statsmodels")
-    from labeldp.data.rand_hie import fetch_packaged, prepare_dataset
+    from labeldp.data.sources.rand_hie import fetch_packaged, prepare_dataset
 
     (raw,) = fetch_packaged(data_dir=tmp_path / "raw", quiet=True)
     raw.write_text(raw.read_text().replace("\n0,", "\n1,", 1))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from labeldp import plan
-from labeldp.data import criteo_attribution as ca
+from labeldp.data.sources import criteo_attribution as ca
 from labeldp.data import views
 from labeldp.data.prepare import load_prepared, main as prepare_main
 from labeldp.report.tables import _ref_dataset

@@ -11,7 +11,7 @@ import pytest
 from labeldp import tasks
 from labeldp.methods import registry
 from labeldp.tasks.ads import AdsTask, user_arrays
-from labeldp.data import criteo_attribution
+from labeldp.data.sources import criteo_attribution
 from labeldp.data.tabular import load_prepared_tabular
 from labeldp.methods.base import RunSpec
 from tests.helpers import assert_label_event_reaccounts

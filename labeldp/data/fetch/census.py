@@ -13,9 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from .fetch_checksums import DataMissingError, verify_file
-from .fetch_transfer import log
-from .registry import (
+from labeldp.data.fetch.checksums import DataMissingError, verify_file
+from labeldp.data.fetch.transfer import log
+from labeldp.data.registry import (
     CENSUS1940_CATEGORICAL_FEATURES,
     CENSUS1940_DEFAULT_FILENAME,
     CENSUS1940_LABEL,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldp.data import criteo_attribution as ca
+from labeldp.data.sources import criteo_attribution as ca
 from labeldp.data.prepare import main as prepare_main
 from labeldp.data.rawformats import make_standin_raw_files, read_standin_marker
 from labeldp.data.registry import DATASETS

@@ -70,13 +70,26 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests, locate_raw_file
-from .rawformats import is_standin_dir, read_standin_marker
-from .tabular import TabularDataError, build_vocab, encode_numeric_categories, random_split, save_prepared_tabular
-from .criteo_attribution_format import ARCHIVE, COLUMNS, MEMBER  # the raw format's names (their own module)
-from .criteo_attribution_standin import write_standin  # the stand-in writer (its own module)
+from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
+
+from labeldp.data.fetch import file_digests, locate_raw_file
+from labeldp.data.rawformats import is_standin_dir, read_standin_marker
+from labeldp.data.tabular import (
+    TabularDataError,
+    build_vocab,
+    encode_numeric_categories,
+    random_split,
+    save_prepared_tabular,
+)
+from labeldp.data.rawformats.criteo_attribution import (
+    ARCHIVE,
+    COLUMNS,
+    MEMBER,
+)  # the raw format's names (their own module)
+from labeldp.data.rawformats.criteo_attribution_standin import write_standin  # the stand-in writer (its own module)
 
 __all__ = [
+    "SPEC",
     "ARCHIVE",
     "MEMBER",
     "COLUMNS",
@@ -91,6 +104,38 @@ __all__ = [
     "cap_examples_per_user",
     "write_standin",
 ]
+
+SPEC = DatasetSpec(
+    name="criteo_attribution",
+    title="Criteo Attribution Modeling for Bidding",
+    files=(
+        RemoteFile(
+            filename="criteo-research-attribution-dataset.zip",
+            url="http://go.criteo.net/criteo-research-attribution-dataset.zip",
+        ),
+    ),
+    kind="tabular",
+    raw_format="criteo_attribution_zip",
+    num_classes=2,
+    input_shape=None,
+    homepage="https://ailab.criteo.com/criteo-attribution-modeling-bidding-dataset/",
+    license="CC BY-NC-SA 4.0",
+    citation=(
+        "Diemert, Meynet, Galland, Lefortier (2017). Attribution Modeling Increases Efficiency "
+        "of Bidding in Display Advertising. AdKDD & TargetAd workshop, KDD."
+    ),
+    label="last_touch_attribution_conversion",
+    standin_allowed=True,
+    notes=(
+        "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
+        "and can be pinned in config. The zip holds criteo_attribution_dataset.tsv.gz. "
+        "Some users report the go.criteo.net link answering 404; the same data is on Hugging Face "
+        "(https://huggingface.co/datasets/criteo/criteo-attribution-dataset, login and terms "
+        "acceptance required): download it by hand and place the zip in the mirror directory "
+        "as <mirror>/criteo_attribution/criteo-research-attribution-dataset.zip."
+    ),
+)
+
 
 LABEL = "last_touch_attribution_conversion"
 USER = "uid"

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..atomic_io import write_text_atomic
+from labeldp.atomic_io import write_text_atomic
 
 CHUNK = 1 << 20
 

@@ -15,9 +15,10 @@ import os
 import pickle
 import tarfile
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
+
+from labeldp.data.rawformats.splits import RawSplits
 
 CIFAR10_DIRNAME = "cifar-10-batches-py"
 CIFAR10_TRAIN_MEMBERS = tuple(f"{CIFAR10_DIRNAME}/data_batch_{i}" for i in range(1, 6))
@@ -39,15 +40,6 @@ CIFAR10_LABEL_NAMES = (
 
 class CifarFormatError(ValueError):
     """The archive does not have the layout of the official CIFAR-10 python archive."""
-
-
-class RawSplits(NamedTuple):
-    """Decoded train/test arrays: images NHWC uint8, labels int64."""
-
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
 
 
 # ============================================================================== reading

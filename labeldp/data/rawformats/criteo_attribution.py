@@ -1,7 +1,7 @@
 """The raw format of the Criteo Attribution Modeling for Bidding dataset (000 Table 7, 002): the
 archive's and its member's names and the member's columns, shared by the preparation
-(:mod:`labeldp.data.criteo_attribution`) and the stand-in writer
-(:mod:`labeldp.data.criteo_attribution_standin`)."""
+(:mod:`labeldp.data.sources.criteo_attribution`) and the stand-in writer
+(:mod:`labeldp.data.rawformats.criteo_attribution_standin`)."""
 
 from __future__ import annotations
 

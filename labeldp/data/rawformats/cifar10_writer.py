@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .rawformats_cifar10_reader import (
+from labeldp.data.rawformats.cifar10_reader import (
     CIFAR10_DIRNAME,
     CIFAR10_LABEL_NAMES,
     CIFAR10_META_MEMBER,
@@ -155,3 +155,17 @@ def write_cifar10_tar(
                 info.mtime = 0
                 tar.addfile(info, io.BytesIO(data))
     return path
+
+
+def write_cifar10_standin(
+    directory: str | os.PathLike, *, dataset: str, filename: str, seed: int, n_train: int, n_test: int
+) -> list[Path]:
+    """SYNTHETIC 32x32x3 images (:func:`labeldp.data.rawformats.standin.synthetic_image_splits`, 10 classes)
+    written as ``filename`` in the CIFAR-10 python layout, after the ``STANDIN_SYNTHETIC`` marker."""
+    from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
+
+    x_train, y_train, x_test, y_test = synthetic_image_splits(
+        num_classes=10, shape=(32, 32, 3), n_train=n_train, n_test=n_test, seed=seed
+    )
+    write_standin_marker(directory, dataset=dataset, seed=seed, n_train=n_train, n_test=n_test)
+    return [write_cifar10_tar(Path(directory) / filename, x_train, y_train, x_test, y_test)]

@@ -1,7 +1,7 @@
 """A SYNTHETIC stand-in for Criteo Attribution's raw zip (tests and the CPU smoke profile only).
 
 The real file (about 16.5 million lines) is not obtainable on the machines CI runs on; this writes a
-small file in exactly its raw format (:mod:`labeldp.data.criteo_attribution` documents the format and
+small file in exactly its raw format (:mod:`labeldp.data.sources.criteo_attribution` documents the format and
 reads both), with a planted signal and the ``STANDIN_SYNTHETIC`` marker, so every output built on it
 says it is a stand-in.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .criteo_attribution_format import ARCHIVE, COLUMNS, MEMBER
+from labeldp.data.rawformats.criteo_attribution import ARCHIVE, COLUMNS, MEMBER
 
 __all__ = ["write_standin"]
 
@@ -34,7 +34,12 @@ _STANDIN_CARDINALITIES = {
 
 
 def write_standin(
-    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+    directory: str | os.PathLike,
+    *,
+    n_rows: int | None = None,
+    seed: int,
+    n_train: int | None = None,
+    n_test: int | None = None,
 ) -> list[Path]:
     """Writes a SYNTHETIC ``criteo-research-attribution-dataset.zip`` (tests / CPU smoke only).
 
@@ -51,16 +56,20 @@ def write_standin(
 
     Args:
       directory: output directory (created).
-      n_rows: number of impression lines (>= 40, so that there are users in both splits).
+      n_rows: (default ``n_train + n_test``) number of impression lines (>= 40, so that there are users in both splits).
       seed: random seed (output is deterministic).
       n_train, n_test: recorded in the marker (default: an 80/20 split of ``n_rows``).
 
     Returns:
       ``[path of the zip]``.
     """
+    if n_rows is None:  # the stand-in protocol's call (labeldp.data.rawformats.make_standin_raw_files)
+        if n_train is None or n_test is None:
+            raise ValueError("write_standin needs n_rows, or n_train and n_test")
+        n_rows = n_train + n_test
     import pandas as pd
 
-    from .rawformats import write_standin_marker
+    from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < 40:
         raise ValueError(f"n_rows must be >= 40 (a few users in each split), got {n_rows}")

@@ -1,6 +1,6 @@
 """Reading the Criteo Display Advertising Challenge archive ("Criteo pCTR", 002 Section "Summary of
 Results" and Appendix A): the raw format's names and columns and the streaming, exact reader of
-``train.txt`` that :func:`labeldp.data.criteo_pctr.prepare_dataset` runs (twice: counting, then parsing).
+``train.txt`` that :func:`labeldp.data.sources.criteo_pctr.prepare_dataset` runs (twice: counting, then parsing).
 
 * the archive's and its members' names, the 40 columns (``label, I1 .. I13, C1 .. C26``) and
   :data:`BLOCK_BYTES`, the size of the blocks of complete lines read at a time;
@@ -11,7 +11,7 @@ Results" and Appendix A): the raw format's names and columns and the streaming, 
 * ``Interner``: a categorical column's distinct values -> int32 ids (first-seen order), renumbered in
   hash order once the training split is read.
 
-:mod:`labeldp.data.criteo_pctr` documents the raw format, the preparation and its memory bound, and
+:mod:`labeldp.data.sources.criteo_pctr` documents the raw format, the preparation and its memory bound, and
 re-exports every name here.
 """
 
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import locate_raw_file
-from .tabular import TabularDataError
+from labeldp.data.fetch import locate_raw_file
+from labeldp.data.tabular import TabularDataError
 
 __all__ = [
     "ARCHIVE",

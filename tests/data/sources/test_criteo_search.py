@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldp.data import criteo_search as cs
+from labeldp.data.sources import criteo_search as cs
 from labeldp.data.rawformats import STANDIN_MARKER, make_standin_raw_files, read_standin_marker
 from labeldp.data.registry import DATASETS
 from labeldp.data.tabular import TabularDataError, load_prepared_tabular, random_split

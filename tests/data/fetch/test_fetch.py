@@ -31,7 +31,7 @@ from labeldp.data.rawformats import make_standin_raw_files
 from labeldp.data.registry import DATASETS, DatasetSpec, RemoteFile
 
 # The checksum-verified mirror lives next to the repository: <repo>/../shared/data.
-_DEFAULT_MIRROR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+_DEFAULT_MIRROR = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 MIRROR = Path(os.environ.get(MIRROR_ENV) or _DEFAULT_MIRROR)
 
 needs_mirror = pytest.mark.skipif(

@@ -50,8 +50,8 @@ from pathlib import Path
 
 # The pieces live in fetch_checksums (errors, digests, sidecars), fetch_transfer (mirror,
 # progress, download) and fetch_census (the IPUMS extract); this module re-exports them.
-from .fetch_census import census_ddi_path, census_header, fetch_census_extract
-from .fetch_checksums import (
+from labeldp.data.fetch.census import census_ddi_path, census_header, fetch_census_extract
+from labeldp.data.fetch.checksums import (
     ChecksumError,
     DataError,
     DataMissingError,
@@ -66,7 +66,7 @@ from .fetch_checksums import (
     sidecar_path,
     verify_file,
 )
-from .fetch_transfer import (
+from labeldp.data.fetch.transfer import (
     MIRROR_ENV,
     TIMEOUT_ENV,
     USER_AGENT,
@@ -77,7 +77,7 @@ from .fetch_transfer import (
     stream_to_temp,
     mirror_dirs,
 )
-from .registry import DatasetSpec, RemoteFile, get_spec
+from labeldp.data.registry import DatasetSpec, RemoteFile, get_spec
 
 __all__ = [
     "DataError",
@@ -326,7 +326,7 @@ def fetch_dataset(
     spec = name if isinstance(name, DatasetSpec) else get_spec(name)
     data_dir = Path(data_dir)
     if spec.raw_format == "statsmodels_package":
-        from .rand_hie import fetch_packaged
+        from labeldp.data.sources.rand_hie import fetch_packaged
 
         return fetch_packaged(data_dir=data_dir, quiet=quiet)
     if spec.manual:
@@ -361,7 +361,7 @@ def fetch_dataset(
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .registry import DATASETS
+    from labeldp.data.registry import DATASETS
 
     parser = argparse.ArgumentParser(
         prog="python -m labeldp.data.fetch",
@@ -393,7 +393,3 @@ def main(argv: list[str] | None = None) -> int:
     for p in paths:
         print(p)
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())

@@ -33,9 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .tabular import TabularDataError, random_split, save_prepared_tabular, standardise
+from labeldp.data.dataset_spec import DatasetSpec
+
+from labeldp.data.tabular import TabularDataError, random_split, save_prepared_tabular, standardise
 
 __all__ = [
+    "SPEC",
     "FILENAME",
     "SHA256",
     "LABEL",
@@ -45,6 +48,26 @@ __all__ = [
     "fetch_packaged",
     "prepare_dataset",
 ]
+
+SPEC = DatasetSpec(
+    name="rand_hie",
+    title="RAND Health Insurance Experiment (statsmodels copy; a real stand-in for 003's data)",
+    files=(),
+    kind="tabular",
+    raw_format="statsmodels_package",
+    num_classes=None,
+    input_shape=None,
+    task="regression",
+    homepage="https://www.statsmodels.org/stable/datasets/generated/randhie.html",
+    license="public domain (statsmodels: 'This is in the public domain.')",
+    citation="Cameron, Trivedi (2005). Microeconometrics: Methods and Applications. RAND HIE data.",
+    label="mdvis",
+    notes=(
+        "Shipped inside the statsmodels wheel (no download); copied out and sha256-checked by "
+        "labeldp.data.sources.rand_hie. A stand-in for 003's data sets, never reported as them."
+    ),
+)
+
 
 FILENAME = "randhie.csv"
 SHA256 = "9f6c87d05aef087a82cc4465310c8cd3f38327be6eafa43bd81fb98c4f3d088c"

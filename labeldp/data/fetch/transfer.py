@@ -18,8 +18,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..atomic_io import umask_mode
-from .fetch_checksums import CHUNK
+from labeldp.atomic_io import umask_mode
+from labeldp.data.fetch.checksums import CHUNK
 
 MIRROR_ENV = "LABELDP_DATA_MIRROR"
 TIMEOUT_ENV = "LABELDP_DOWNLOAD_TIMEOUT"

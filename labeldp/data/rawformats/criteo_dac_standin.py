@@ -2,7 +2,7 @@
 (tests and the CPU smoke profile only).
 
 The real archive (about 4.3 GB, 45,840,617 labelled lines) is not obtainable on the machines CI runs
-on; this writes a small archive in exactly its raw format (:mod:`labeldp.data.criteo_pctr` documents
+on; this writes a small archive in exactly its raw format (:mod:`labeldp.data.sources.criteo_pctr` documents
 the format and reads both), with a planted signal and the ``STANDIN_SYNTHETIC`` marker, so every
 output built on it says it is a stand-in.
 """
@@ -17,7 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .criteo_pctr_reader import ARCHIVE, MEMBER, MIN_ROWS, README_MEMBER, TEST_MEMBER, log_transform, split_sizes
+from labeldp.data.rawformats.criteo_dac import (
+    ARCHIVE,
+    MEMBER,
+    MIN_ROWS,
+    README_MEMBER,
+    TEST_MEMBER,
+    log_transform,
+    split_sizes,
+)
 
 __all__ = ["write_standin"]
 
@@ -121,7 +129,12 @@ def _standin_rows(rng: np.random.Generator, n: int, *, labelled: bool) -> str:
 
 
 def write_standin(
-    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+    directory: str | os.PathLike,
+    *,
+    n_rows: int | None = None,
+    seed: int,
+    n_train: int | None = None,
+    n_test: int | None = None,
 ) -> list[Path]:
     """Writes a SYNTHETIC ``criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz``
     (tests / CPU smoke only).
@@ -138,14 +151,18 @@ def write_standin(
 
     Args:
       directory: output directory (created).
-      n_rows: number of ``train.txt`` lines (>= 10).
+      n_rows: (default ``n_train + n_test``) number of ``train.txt`` lines (>= 10).
       seed: random seed (output is deterministic).
       n_train, n_test: recorded in the marker (default: the 80/10/10 split's train and validation + test).
 
     Returns:
       ``[path of the archive]``.
     """
-    from .rawformats import write_standin_marker
+    if n_rows is None:  # the stand-in protocol's call (labeldp.data.rawformats.make_standin_raw_files)
+        if n_train is None or n_test is None:
+            raise ValueError("write_standin needs n_rows, or n_train and n_test")
+        n_rows = n_train + n_test
+    from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < MIN_ROWS:
         raise ValueError(f"n_rows must be >= {MIN_ROWS}")

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldp.data import criteo_pctr as cp
-from labeldp.data import criteo_pctr_reader as cpr
+from labeldp.data.sources import criteo_pctr as cp
+from labeldp.data.rawformats import criteo_dac as cpr
 from labeldp.data.rawformats import STANDIN_MARKER, make_standin_raw_files, read_standin_marker
 from labeldp.data.registry import DATASETS
 from labeldp.data.tabular import TabularDataError, load_prepared_tabular
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _members(archive: Path) -> dict[str, str]:
@@ -334,7 +334,7 @@ def test_bad_archives_and_arguments(tmp_path):
 # the pytest process's own peak over exec into the child, so the test's history would count.
 _MEASURE = """
 import json, sys
-from labeldp.data import criteo_pctr as cp
+from labeldp.data.sources import criteo_pctr as cp
 cp.write_standin(sys.argv[3], n_rows=50, seed=0)  # warm-up: lazy imports count in the baseline, not below
 cp.prepare_dataset(raw_dir=sys.argv[3], out_path=sys.argv[3] + "/w.npz", source="official")
 before, source = cp._peak_rss()

@@ -12,8 +12,11 @@ import gzip
 import os
 import struct
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
+
+from labeldp.data.rawformats.splits import RawSplits
 
 IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned byte, 1 dimension
 IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned byte, 3 dimensions
@@ -117,3 +120,64 @@ def write_idx(path: str | os.PathLike, array: np.ndarray) -> Path:
     else:
         path.write_bytes(payload)
     return path
+
+
+# ============================================================ the MNIST family's four files
+
+#: The four files of an IDX image dataset (MNIST, Fashion-MNIST, KMNIST), in the order train images,
+#: train labels, test images, test labels.
+IDX_FILENAMES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+
+
+def idx_files(primary: str, fallbacks: tuple[str, ...], md5: Mapping[str, str], sha256: Mapping[str, str], size):
+    """The :class:`~labeldp.data.dataset_spec.RemoteFile` of each of :data:`IDX_FILENAMES` under ``primary``
+    (then each of ``fallbacks``), with its md5 and, where known, its sha256 and size."""
+    from labeldp.data.dataset_spec import RemoteFile
+
+    return tuple(
+        RemoteFile(
+            filename=name,
+            url=primary + name,
+            md5=md5[name],
+            sha256=sha256.get(name),
+            mirrors=tuple(base + name for base in fallbacks),
+            size=size.get(name),
+        )
+        for name in IDX_FILENAMES
+    )
+
+
+def read_idx_splits(paths: Mapping[str, Path]) -> RawSplits:
+    """The train and test images (NHWC uint8, one channel) and labels (int64) of an IDX dataset's files."""
+
+    def pair(img_name: str, lbl_name: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+        x = read_idx(paths[img_name], expected_magic=IDX_IMAGES_MAGIC)
+        y = read_idx(paths[lbl_name], expected_magic=IDX_LABELS_MAGIC)
+        if x.shape[0] != y.shape[0]:
+            raise IDXFormatError(f"{split}: {x.shape[0]} images but {y.shape[0]} labels")
+        return x[..., None].astype(np.uint8, copy=False), y.astype(np.int64)
+
+    train_x, train_y, test_x, test_y = IDX_FILENAMES
+    x_train, y_train = pair(train_x, train_y, "train")
+    x_test, y_test = pair(test_x, test_y, "test")
+    return RawSplits(x_train, y_train, x_test, y_test)
+
+
+def write_idx_standin(
+    directory: str | os.PathLike, *, dataset: str, num_classes: int, seed: int, n_train: int, n_test: int
+) -> list[Path]:
+    """SYNTHETIC 28x28 images (:func:`labeldp.data.rawformats.standin.synthetic_image_splits`) written as
+    the four IDX files, after the ``STANDIN_SYNTHETIC`` marker. Returns the files' paths."""
+    from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
+
+    x_train, y_train, x_test, y_test = synthetic_image_splits(
+        num_classes=num_classes, shape=(28, 28, 1), n_train=n_train, n_test=n_test, seed=seed
+    )
+    write_standin_marker(directory, dataset=dataset, seed=seed, n_train=n_train, n_test=n_test)
+    arrays = (x_train[..., 0], y_train.astype(np.uint8), x_test[..., 0], y_test.astype(np.uint8))
+    return [write_idx(Path(directory) / name, arr) for name, arr in zip(IDX_FILENAMES, arrays)]

@@ -76,8 +76,8 @@ same process; ``resource.getrusage``'s ``ru_maxrss`` is only the fallback, becau
 parent's peak over ``exec``; ``peak_rss_bytes_at_start`` is the same figure when the preparation started).
 
 The raw format's names and the streaming reader (block reader, field parser, interning tables) are in
-:mod:`labeldp.data.criteo_pctr_reader`, the synthetic stand-in writer in
-:mod:`labeldp.data.criteo_pctr_standin`; this module re-exports their public names.
+:mod:`labeldp.data.rawformats.criteo_dac`, the synthetic stand-in writer in
+:mod:`labeldp.data.rawformats.criteo_dac_standin`; this module re-exports their public names.
 """
 
 from __future__ import annotations
@@ -88,10 +88,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests
-from .rawformats import is_standin_dir
-from .tabular import TabularDataError, save_prepared_tabular
-from .criteo_pctr_reader import (  # the raw format and its streaming reader (their own module)
+from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
+
+from labeldp.data.fetch import file_digests
+from labeldp.data.rawformats import is_standin_dir
+from labeldp.data.tabular import TabularDataError, save_prepared_tabular
+from labeldp.data.rawformats.criteo_dac import (  # the raw format and its streaming reader (their own module)
     ARCHIVE,
     BLOCK_BYTES,
     CATEGORICAL_FEATURES,
@@ -112,10 +114,13 @@ from .criteo_pctr_reader import (  # the raw format and its streaming reader (th
     open_member,
     parse_block,
 )
-from . import criteo_pctr_reader as _reader  # runtime reads of BLOCK_BYTES go through the reader, which uses it
-from .criteo_pctr_standin import write_standin  # the stand-in writer (its own module)
+from labeldp.data.rawformats import (
+    criteo_dac as _reader,
+)  # runtime reads of BLOCK_BYTES go through the reader, which uses it
+from labeldp.data.rawformats.criteo_dac_standin import write_standin  # the stand-in writer (its own module)
 
 __all__ = [
+    "SPEC",
     "ARCHIVE",
     "MEMBER",
     "COLUMNS",
@@ -132,6 +137,36 @@ __all__ = [
     "prepare_dataset",
     "write_standin",
 ]
+
+SPEC = DatasetSpec(
+    name="criteo_pctr",
+    title="Criteo Display Advertising Challenge (Kaggle 2014; 002's Criteo pCTR data)",
+    files=(
+        RemoteFile(
+            filename="criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz",
+            url="https://go.criteo.net/criteo-research-kaggle-display-advertising-challenge-dataset.tar.gz",
+        ),
+    ),
+    kind="tabular",
+    raw_format="criteo_dac_targz",
+    num_classes=2,
+    input_shape=None,
+    homepage="https://ailab.criteo.com/ressources/",
+    license="Criteo terms for research use (see the archive's readme.txt and the Criteo AI Lab page)",
+    citation=(
+        "Jean-Baptiste Tien, Olivier Chapelle, joycenv (2014). Display Advertising Challenge. Kaggle. "
+        "https://kaggle.com/competitions/criteo-display-ad-challenge"
+    ),
+    label="click",
+    standin_allowed=True,
+    notes=(
+        "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
+        "and can be pinned in config. The archive (~4.3 GB) holds train.txt (45,840,617 labelled lines), "
+        "test.txt (unlabelled, unused) and readme.txt; older copies are named dac.tar.gz (same archive: "
+        "rename it). Preparation streams the archive; the full file needs ~9 GB of memory."
+    ),
+)
+
 
 # 002: "int-feature-[1-13] and ... categorical-feature-[14-39]": one numbering over the 39 features.
 FEATURE_NUMBERS_002 = {name: k for k, name in enumerate(NUMERICAL_FEATURES + CATEGORICAL_FEATURES, start=1)}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labeldp.data import census1940 as cen
+from labeldp.data.sources import census1940 as cen
 from labeldp.data.rawformats import STANDIN_MARKER, make_standin_raw_files, read_standin_marker
 from labeldp.data.registry import (
     CENSUS1940_CATEGORICAL_FEATURES,
@@ -213,7 +213,7 @@ def test_bad_input(tmp_path):
 
 
 def test_standin_writer_marker_first(tmp_path, monkeypatch):
-    import labeldp.data.census1940 as mod
+    import labeldp.data.sources.census1940 as mod
 
     def boom(*a, **k):
         raise RuntimeError("interrupted")

@@ -3,7 +3,7 @@
 Raw format: the user's IPUMS extract as CSV (``.csv`` or ``.csv.gz``), one row per person, a
 header row of IPUMS variable names (IPUMS's technical variables YEAR, SAMPLE, SERIAL, PERNUM, ...
 plus the selected ones), integer codes in every column. How to make it:
-:data:`labeldp.data.registry.CENSUS1940_INSTRUCTIONS`. The file is found through
+:data:`labeldp.data.rawformats.ipums_extract.CENSUS1940_INSTRUCTIONS`. The file is found through
 ``<raw_dir>/MANIFEST.json`` (``files[0].path``, written by the fetch rule; the extract lives at the
 configured ``census_path``) or as the ``.csv`` / ``.csv.gz`` directly in ``raw_dir``. A fixed-width
 ``.dat`` extract is refused with a request to re-export it as CSV.
@@ -13,8 +13,8 @@ Preparation (fixed constants, not computed from the labels):
 * label ``WKSWORK1`` (weeks worked in 1939); rows with ``1 <= WKSWORK1 <= 52`` are kept (0 is
   "N/A or did not work"; 003 predicts the 52 labels 1..52, Table G.3), so the label range is
   [1, 52], integer (``label_integer`` True). Dropped rows are counted by reason.
-* features: the registry's defaults :data:`~labeldp.data.registry.CENSUS1940_CATEGORICAL_FEATURES`
-  and :data:`~labeldp.data.registry.CENSUS1940_NUMERICAL_FEATURES` (the papers do not list theirs;
+* features: the registry's defaults :data:`~labeldp.data.rawformats.ipums_extract.CENSUS1940_CATEGORICAL_FEATURES`
+  and :data:`~labeldp.data.rawformats.ipums_extract.CENSUS1940_NUMERICAL_FEATURES` (the papers do not list theirs;
   the caller may pass others). Categorical codes get vocabularies from the training split only
   (index 0 = missing or unseen). Numerical columns are standardised with the training split's
   statistics; ``INCWAGE``'s IPUMS codes 999998 (missing) and 999999 (N/A) become 0 plus a 0/1
@@ -35,16 +35,18 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests
-from .rawformats import is_standin_dir
-from .registry import (
+from labeldp.data.dataset_spec import DatasetSpec
+
+from labeldp.data.fetch import file_digests
+from labeldp.data.rawformats import is_standin_dir
+from labeldp.data.rawformats.ipums_extract import (
     CENSUS1940_CATEGORICAL_FEATURES,
     CENSUS1940_DEFAULT_FILENAME,
     CENSUS1940_INSTRUCTIONS,
     CENSUS1940_LABEL,
     CENSUS1940_NUMERICAL_FEATURES,
 )
-from .tabular import (
+from labeldp.data.tabular import (
     TabularDataError,
     build_vocab,
     encode_numeric_categories,
@@ -53,7 +55,32 @@ from .tabular import (
     standardise,
 )
 
-__all__ = ["LABEL", "LABEL_RANGE", "TECHNICAL_COLUMNS", "DAT_MESSAGE", "prepare_dataset", "write_standin"]
+__all__ = ["SPEC", "LABEL", "LABEL_RANGE", "TECHNICAL_COLUMNS", "DAT_MESSAGE", "prepare_dataset", "write_standin"]
+
+#: the file a stand-in writes (the spec has no remote files: the extract is made by hand)
+STANDIN_FILENAMES = (CENSUS1940_DEFAULT_FILENAME,)
+
+SPEC = DatasetSpec(
+    name="census1940",
+    title="1940 US Census, IPUMS USA full count (us1940b)",
+    files=(),
+    kind="tabular",
+    raw_format="ipums_extract",
+    num_classes=None,
+    input_shape=None,
+    task="regression",
+    homepage="https://usa.ipums.org/",
+    license="IPUMS USA terms of use (no redistribution)",
+    citation=(
+        "Ruggles et al., IPUMS USA; Minnesota Population Center and Ancestry.com, "
+        "IPUMS Restricted Complete Count Data / 1940 100% database."
+    ),
+    label=CENSUS1940_LABEL,
+    manual=True,
+    manual_instructions=CENSUS1940_INSTRUCTIONS,
+    standin_allowed=True,
+)
+
 
 LABEL = CENSUS1940_LABEL
 LABEL_RANGE = (1, 52)
@@ -311,7 +338,12 @@ _STATES = (
 
 
 def write_standin(
-    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+    directory: str | os.PathLike,
+    *,
+    n_rows: int | None = None,
+    seed: int,
+    n_train: int | None = None,
+    n_test: int | None = None,
 ) -> list[Path]:
     """Writes a SYNTHETIC IPUMS-style CSV extract ``usa_1940_fullcount.csv.gz`` (tests / CPU smoke only).
 
@@ -322,14 +354,18 @@ def write_standin(
 
     Args:
       directory: output directory (created).
-      n_rows: number of person rows (>= 2).
+      n_rows: (default ``n_train + n_test``) number of person rows (>= 2).
       seed: random seed (output is deterministic).
       n_train, n_test: recorded in the marker (default: an 80/20 split of ``n_rows``).
 
     Returns:
       ``[path of the .csv.gz]``.
     """
-    from .rawformats import write_standin_marker
+    if n_rows is None:  # the stand-in protocol's call (labeldp.data.rawformats.make_standin_raw_files)
+        if n_train is None or n_test is None:
+            raise ValueError("write_standin needs n_rows, or n_train and n_test")
+        n_rows = n_train + n_test
+    from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < 2:
         raise ValueError("n_rows must be >= 2")

@@ -52,9 +52,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .fetch import file_digests, locate_raw_file
-from .rawformats import is_standin_dir
-from .tabular import (
+from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
+
+from labeldp.data.fetch import file_digests, locate_raw_file
+from labeldp.data.rawformats import is_standin_dir
+from labeldp.data.tabular import (
     TabularDataError,
     build_vocab,
     encode_numeric_categories,
@@ -64,6 +66,7 @@ from .tabular import (
 )
 
 __all__ = [
+    "SPEC",
     "ARCHIVE",
     "MEMBER",
     "COLUMNS",
@@ -74,6 +77,35 @@ __all__ = [
     "prepare_dataset",
     "write_standin",
 ]
+
+SPEC = DatasetSpec(
+    name="criteo_search",
+    title="Criteo Sponsored Search Conversion Log",
+    files=(
+        RemoteFile(
+            filename="criteo-research-search-conversion.tar.gz",
+            url="http://go.criteo.net/criteo-research-search-conversion.tar.gz",
+        ),
+    ),
+    kind="tabular",
+    raw_format="criteo_search_targz",
+    num_classes=None,
+    input_shape=None,
+    task="regression",
+    homepage="https://ailab.criteo.com/criteo-sponsored-search-conversion-log-dataset/",
+    license="CC BY-NC-SA 4.0",
+    citation=(
+        "Tallis, Yadav (2018). Reacting to Variations in Product Demand: An Application for "
+        "Conversion Rate (CR) Prediction in Sponsored Search. arXiv:1806.08211."
+    ),
+    label="SalesAmountInEuro",
+    standin_allowed=True,
+    notes=(
+        "No published checksum: the sha256 is recorded on first download (sidecar <file>.sha256) "
+        "and can be pinned in config. The archive holds the tab-separated file CriteoSearchData."
+    ),
+)
+
 
 ARCHIVE = "criteo-research-search-conversion.tar.gz"
 MEMBER = "CriteoSearchData"
@@ -310,7 +342,12 @@ def _hash(col: str, value: int) -> str:
 
 
 def write_standin(
-    directory: str | os.PathLike, *, n_rows: int, seed: int, n_train: int | None = None, n_test: int | None = None
+    directory: str | os.PathLike,
+    *,
+    n_rows: int | None = None,
+    seed: int,
+    n_train: int | None = None,
+    n_test: int | None = None,
 ) -> list[Path]:
     """Writes a SYNTHETIC ``criteo-research-search-conversion.tar.gz`` (tests / CPU smoke only).
 
@@ -322,14 +359,18 @@ def write_standin(
 
     Args:
       directory: output directory (created).
-      n_rows: number of lines (>= 2).
+      n_rows: (default ``n_train + n_test``) number of lines (>= 2).
       seed: random seed (output is deterministic).
       n_train, n_test: recorded in the marker (default: an 80/20 split of ``n_rows``).
 
     Returns:
       ``[path of the archive]``.
     """
-    from .rawformats import write_standin_marker
+    if n_rows is None:  # the stand-in protocol's call (labeldp.data.rawformats.make_standin_raw_files)
+        if n_train is None or n_test is None:
+            raise ValueError("write_standin needs n_rows, or n_train and n_test")
+        n_rows = n_train + n_test
+    from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < 2:
         raise ValueError("n_rows must be >= 2")

@@ -1,0 +1,5 @@
+"""``python -m labeldp.data.fetch``."""
+
+from labeldp.data.fetch import main
+
+raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""``python -m labeldp.data.rawformats``."""
+
+from labeldp.data.rawformats import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The datasets this suite ships, one module per source (:mod:`labeldp.data.registry` discovers them)."""
