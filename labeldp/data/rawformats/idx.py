@@ -181,3 +181,50 @@ def write_idx_standin(
     write_standin_marker(directory, dataset=dataset, seed=seed, n_train=n_train, n_test=n_test)
     arrays = (x_train[..., 0], y_train.astype(np.uint8), x_test[..., 0], y_test.astype(np.uint8))
     return [write_idx(Path(directory) / name, arr) for name, arr in zip(IDX_FILENAMES, arrays)]
+
+
+def idx_image_spec(*, name: str, title: str, files, homepage: str, citation: str, **extra):
+    """The :class:`~labeldp.data.dataset_spec.DatasetSpec` of an MNIST-shaped IDX dataset: 28x28 grey images,
+    10 classes, 60,000 training images, 000's Table 10 CNN (``mnist_cnn``); ``extra`` adds license, notes, ...
+
+    Checksums (``files``, from :func:`idx_files`): the md5 values are torchvision's (``pytorch/vision``
+    ``torchvision/datasets/mnist.py``, ``resources`` lists); where a verified copy of the official file is in
+    the project's shared mirror, its sha256 is pinned too (``shared/data/SOURCES.md``; every one of those
+    files has the official md5)."""
+    from labeldp.data.dataset_spec import DatasetSpec
+
+    return DatasetSpec(
+        name=name,
+        title=title,
+        files=files,
+        kind="image",
+        model="mnist_cnn",
+        raw_format="idx",
+        num_classes=10,
+        input_shape=(28, 28, 1),
+        train_examples=60000,
+        homepage=homepage,
+        citation=citation,
+        **extra,
+    )
+
+
+class IdxSource:
+    """``read_raw`` and ``write_standin`` of an IDX data source (the source protocol of
+    :mod:`labeldp.data.registry`), bound to its dataset id: ``read_raw, write_standin = IdxSource(name)``."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def read_raw(self, paths):
+        """The four IDX files' train and test images and labels."""
+        return read_idx_splits(paths)
+
+    def write_standin(self, directory, *, seed: int, n_train: int, n_test: int):
+        """SYNTHETIC IDX files under the official names (tests and the smoke profile)."""
+        return write_idx_standin(
+            directory, dataset=self.name, num_classes=10, seed=seed, n_train=n_train, n_test=n_test
+        )
+
+    def __iter__(self):
+        return iter((self.read_raw, self.write_standin))

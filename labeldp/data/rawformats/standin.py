@@ -22,6 +22,7 @@ __all__ = [
     "read_standin_marker",
     "write_standin_marker",
     "synthetic_image_splits",
+    "standin_rows",
 ]
 
 STANDIN_MARKER = "STANDIN_SYNTHETIC"
@@ -88,3 +89,17 @@ def synthetic_image_splits(*, num_classes: int, shape: tuple[int, ...], n_train:
     y_train = rng.permutation(np.arange(n_train) % num_classes).astype(np.int64)
     y_test = rng.permutation(np.arange(n_test) % num_classes).astype(np.int64)
     return synthetic_images(rng, y_train, templates), y_train, synthetic_images(rng, y_test, templates), y_test
+
+
+def standin_rows(n_rows: int | None, n_train: int | None, n_test: int | None) -> int:
+    """A tabular stand-in's raw row count: ``n_rows``, or ``n_train + n_test`` when the stand-in protocol's
+    call (:func:`labeldp.data.rawformats.make_standin_raw_files`) gives the splits' sizes only.
+
+    Raises:
+      ValueError: neither is given.
+    """
+    if n_rows is not None:
+        return int(n_rows)
+    if n_train is None or n_test is None:
+        raise ValueError("write_standin needs n_rows, or n_train and n_test")
+    return int(n_train) + int(n_test)

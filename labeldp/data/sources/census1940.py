@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from labeldp.data.rawformats.standin import standin_rows
+
 from labeldp.data.dataset_spec import DatasetSpec
 
 from labeldp.data.fetch import file_digests
@@ -361,10 +363,7 @@ def write_standin(
     Returns:
       ``[path of the .csv.gz]``.
     """
-    if n_rows is None:  # the stand-in protocol's call (labeldp.data.rawformats.make_standin_raw_files)
-        if n_train is None or n_test is None:
-            raise ValueError("write_standin needs n_rows, or n_train and n_test")
-        n_rows = n_train + n_test
+    n_rows = standin_rows(n_rows, n_train, n_test)
     from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < 2:

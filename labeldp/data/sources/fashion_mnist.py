@@ -1,19 +1,12 @@
-"""Fashion-MNIST (000 Tables 6, 14; 001 Table 4).
-
-IDX files (:mod:`labeldp.data.rawformats.idx`); the Table 10 CNN of 000 (``mnist_cnn``).
-Checksums: the md5 values are torchvision's (``pytorch/vision`` ``torchvision/datasets/mnist.py``,
-``resources`` lists); where a verified copy of the official file is in the project's shared mirror, its
-sha256 is pinned too (``shared/data/SOURCES.md``; every one of those files has the official md5).
-"""
+"""Fashion-MNIST (000 Tables 6, 14; 001 Table 4): IDX files, 000's Table 10 CNN (:func:`labeldp.data.rawformats.idx.idx_image_spec`)."""
 
 from __future__ import annotations
 
-from labeldp.data.dataset_spec import DatasetSpec
 from labeldp.data.rawformats import idx
 
 __all__ = ["SPEC", "read_raw", "write_standin"]
 
-SPEC = DatasetSpec(
+SPEC = idx.idx_image_spec(
     name="fashion_mnist",
     title="Fashion-MNIST (Zalando)",
     files=idx.idx_files(
@@ -38,25 +31,9 @@ SPEC = DatasetSpec(
             "t10k-labels-idx1-ubyte.gz": 5148,
         },
     ),
-    kind="image",
-    model="mnist_cnn",
-    raw_format="idx",
-    num_classes=10,
-    input_shape=(28, 28, 1),
-    train_examples=60000,
     homepage="https://github.com/zalandoresearch/fashion-mnist",
     license="MIT",
     citation="Xiao, Rasul, Vollgraf (2017). Fashion-MNIST. arXiv:1708.07747.",
 )
 
-
-def read_raw(paths):
-    """The four IDX files' train and test images and labels."""
-    return idx.read_idx_splits(paths)
-
-
-def write_standin(directory, *, seed: int, n_train: int, n_test: int):
-    """SYNTHETIC IDX files in the official names (tests and the smoke profile)."""
-    return idx.write_idx_standin(
-        directory, dataset=SPEC.name, num_classes=10, seed=seed, n_train=n_train, n_test=n_test
-    )
+read_raw, write_standin = idx.IdxSource(SPEC.name)

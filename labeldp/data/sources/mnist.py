@@ -1,19 +1,12 @@
-"""MNIST handwritten digits (000 Tables 2, 3, 5, 12; 001 Table 4).
-
-IDX files (:mod:`labeldp.data.rawformats.idx`); the Table 10 CNN of 000 (``mnist_cnn``).
-Checksums: the md5 values are torchvision's (``pytorch/vision`` ``torchvision/datasets/mnist.py``,
-``resources`` lists); where a verified copy of the official file is in the project's shared mirror, its
-sha256 is pinned too (``shared/data/SOURCES.md``; every one of those files has the official md5).
-"""
+"""MNIST handwritten digits (000 Tables 2, 3, 5, 12; 001 Table 4): IDX files, 000's Table 10 CNN (:func:`labeldp.data.rawformats.idx.idx_image_spec`)."""
 
 from __future__ import annotations
 
-from labeldp.data.dataset_spec import DatasetSpec
 from labeldp.data.rawformats import idx
 
 __all__ = ["SPEC", "read_raw", "write_standin"]
 
-SPEC = DatasetSpec(
+SPEC = idx.idx_image_spec(
     name="mnist",
     title="MNIST handwritten digits",
     files=idx.idx_files(
@@ -38,24 +31,8 @@ SPEC = DatasetSpec(
             "t10k-labels-idx1-ubyte.gz": 4542,
         },
     ),
-    kind="image",
-    model="mnist_cnn",
-    raw_format="idx",
-    num_classes=10,
-    input_shape=(28, 28, 1),
-    train_examples=60000,
     homepage="http://yann.lecun.com/exdb/mnist/",
     citation="LeCun, Bottou, Bengio, Haffner (1998). Gradient-based learning applied to document recognition.",
 )
 
-
-def read_raw(paths):
-    """The four IDX files' train and test images and labels."""
-    return idx.read_idx_splits(paths)
-
-
-def write_standin(directory, *, seed: int, n_train: int, n_test: int):
-    """SYNTHETIC IDX files in the official names (tests and the smoke profile)."""
-    return idx.write_idx_standin(
-        directory, dataset=SPEC.name, num_classes=10, seed=seed, n_train=n_train, n_test=n_test
-    )
+read_raw, write_standin = idx.IdxSource(SPEC.name)
