@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Mapping
 
 from labeldp import feature_datasets
 from labeldp.data import views
-from labeldp.data.registry import DATASETS, SOURCES_ENV
+from labeldp.data.registry import DATASETS, SourcesMapping
 
 # Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
 PREPARABLE_KINDS = ("image", "tabular", "features")
@@ -23,32 +23,15 @@ PREPARABLE_KINDS = ("image", "tabular", "features")
 _NOT_PREPARABLE: dict[str, str] = {}
 
 
-class _DatasetKinds(Mapping[str, str]):
+def _dataset_kinds() -> dict[str, str]:
     """Each dataset's kind, from its spec (:data:`labeldp.data.registry.DATASETS`, extension sources
     included), and each split view's (:mod:`labeldp.data.views`: another dataset's raw files, prepared
     with another split) from its base."""
-
-    def _all(self) -> dict[str, str]:
-        key = os.environ.get(SOURCES_ENV, "")
-        if key not in self._cache:
-            kinds = {name: spec.kind for name, spec in DATASETS.items()}
-            self._cache[key] = {**kinds, **{name: kinds[view.base] for name, view in views.VIEWS.items()}}
-        return self._cache[key]
-
-    def __init__(self):
-        self._cache: dict[str, dict[str, str]] = {}
-
-    def __getitem__(self, name: str) -> str:
-        return self._all()[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
+    kinds = {name: spec.kind for name, spec in DATASETS.items()}
+    return {**kinds, **{name: kinds[view.base] for name, view in views.VIEWS.items()}}
 
 
-DATASET_KINDS: Mapping[str, str] = _DatasetKinds()
+DATASET_KINDS: Mapping[str, str] = SourcesMapping(_dataset_kinds)
 # Every image dataset <base> also has a features dataset <base>_simclr (kind "features"): its
 # SimCLR representations (labeldp.feature_datasets); dataset_kind() knows them.
 

@@ -24,7 +24,7 @@ import importlib
 import os
 import pkgutil
 from types import MappingProxyType, ModuleType
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping, TypeVar
 
 from labeldp.data import sources
 from labeldp.data.rawformats.ipums_extract import (  # re-exported: see __all__
@@ -37,8 +37,11 @@ from labeldp.data.rawformats.ipums_extract import (  # re-exported: see __all__
 )
 from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
 
+V = TypeVar("V")
+
 __all__ = [
     "RemoteFile",
+    "SourcesMapping",
     "DatasetSpec",
     "DATASETS",
     "SOURCES_ENV",
@@ -121,15 +124,21 @@ def extension_sources() -> dict[str, ModuleType]:
 _EXTENSIONS: dict[str, dict[str, ModuleType]] = {}  # by the variable's value: imported once
 
 
-class _Datasets(Mapping[str, DatasetSpec]):
-    """This package's datasets, then those of :func:`extension_sources` (read at each access)."""
+class SourcesMapping(Mapping[str, V]):
+    """A mapping computed from the data sources, once per value of ``LABELDP_DATA_SOURCES`` (so a source of
+    the user's own appears as soon as the variable names it). ``compute()`` returns the whole mapping."""
 
-    def _all(self) -> dict[str, DatasetSpec]:
-        return {**_builtin_specs(), **{name: m.SPEC for name, m in extension_sources().items()}}
+    def __init__(self, compute: Callable[[], dict[str, V]]):
+        self._compute = compute
+        self._cache: dict[str, dict[str, V]] = {}
 
-    def __getitem__(self, name: str) -> DatasetSpec:
-        if name in builtin_sources():
-            return builtin_sources()[name].SPEC
+    def _all(self) -> dict[str, V]:
+        key = os.environ.get(SOURCES_ENV, "")
+        if key not in self._cache:
+            self._cache[key] = self._compute()
+        return self._cache[key]
+
+    def __getitem__(self, name: str) -> V:
         return self._all()[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -139,7 +148,19 @@ class _Datasets(Mapping[str, DatasetSpec]):
         return len(self._all())
 
 
-DATASETS: Mapping[str, DatasetSpec] = _Datasets()
+class _Datasets(SourcesMapping[DatasetSpec]):
+    """A shipped dataset's spec is looked up without importing the user's sources (one of which may itself
+    look a shipped spec up while it is being imported)."""
+
+    def __getitem__(self, name: str) -> DatasetSpec:
+        module = builtin_sources().get(name)
+        return module.SPEC if module is not None else super().__getitem__(name)
+
+
+#: Every dataset's spec by id: this package's sources, then those of :func:`extension_sources`.
+DATASETS: Mapping[str, DatasetSpec] = _Datasets(
+    lambda: {**_builtin_specs(), **{name: m.SPEC for name, m in extension_sources().items()}}
+)
 
 
 def source_module(name: str) -> ModuleType:
