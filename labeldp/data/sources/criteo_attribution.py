@@ -62,17 +62,14 @@ with the 16.5 million lines. ``split="random_80_20"`` keeps every clicked impres
 
 from __future__ import annotations
 
-import gzip
 import os
-import zipfile
-from contextlib import closing
 from pathlib import Path
 
 import numpy as np
 
 from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
 
-from labeldp.data.fetch import file_digests, locate_raw_file
+from labeldp.data.fetch import file_digests
 from labeldp.data.rawformats import is_standin_dir, read_standin_marker
 from labeldp.data.tabular import (
     TabularDataError,
@@ -81,11 +78,21 @@ from labeldp.data.tabular import (
     random_split,
     save_prepared_tabular,
 )
-from labeldp.data.rawformats.criteo_attribution import (
+from labeldp.data.rawformats.criteo_attribution import (  # the raw format, its columns and its reader
     ARCHIVE,
+    CATEGORICAL_FEATURES,
     COLUMNS,
+    LABEL,
     MEMBER,
-)  # the raw format's names (their own module)
+    MISSING,
+    NUMERICAL_FEATURES,
+    SENSITIVE_FEATURES,
+    USER,
+    eligible_users,
+    raw_path,
+    read_header,
+    read_rows,
+)
 from labeldp.data.rawformats.criteo_attribution_standin import write_standin  # the stand-in writer (its own module)
 
 __all__ = [
@@ -137,200 +144,11 @@ SPEC = DatasetSpec(
 )
 
 
-LABEL = "last_touch_attribution_conversion"
-USER = "uid"
-CATEGORICAL_FEATURES = ("campaign", *(f"cat{i}" for i in range(1, 10)))
-NUMERICAL_FEATURES = ("cost",)
-LABEL_COLUMNS = ("conversion", "click", "click_pos", "click_nb")
-SENSITIVE_FEATURES = ("cat1", "cat2")
 N_TRAIN_USERS = 200_000
 N_TEST_USERS = 50_000
 SPLITS = ("users", "random_80_20")
 SOURCES = ("official", "synthetic_standin")
 SEED = 0
-CHUNK_ROWS = 500_000
-_MISSING = np.iinfo(np.int64).min  # an empty categorical cell (index 0 after encoding)
-
-
-# ------------------------------------------------------------------------------ reading
-
-
-def _raw_path(raw_dir: Path) -> Path:
-    """The zip (directly, or listed in ``MANIFEST.json``), else a bare ``.tsv.gz`` in ``raw_dir``."""
-    found = locate_raw_file(raw_dir, (ARCHIVE, MEMBER))
-    if found is not None:
-        return found
-    direct = raw_dir / ARCHIVE
-    raise TabularDataError(
-        f"criteo_attribution: {direct} not found; fetch it first (snakemake "
-        "fetch_criteo_attribution, or python -m labeldp.data.fetch criteo_attribution "
-        f"--data-dir <data_dir>/raw), or place the zip (or its {MEMBER}) in {raw_dir}"
-    )
-
-
-class _Stream:
-    """The decompressed TSV of the zip member (or of the bare ``.tsv.gz``), as a binary stream."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._zip = None
-        self.name = path.name
-
-    def __enter__(self):
-        try:
-            if self.path.name.endswith(".gz"):
-                raw = open(self.path, "rb")
-            else:
-                self._zip = zipfile.ZipFile(self.path)
-                member = next(
-                    (m for m in self._zip.infolist() if not m.is_dir() and Path(m.filename).name == MEMBER), None
-                )
-                if member is None:
-                    names = [m.filename for m in self._zip.infolist()][:10]
-                    raise TabularDataError(
-                        f"criteo_attribution: {self.path} has no member {MEMBER} (members: "
-                        f"{names}); expected the official archive"
-                    )
-                self.name = member.filename
-                raw = self._zip.open(member)
-        except TabularDataError:
-            self.close()
-            raise
-        except (zipfile.BadZipFile, OSError) as exc:
-            self.close()
-            kind = "gzip file" if self.path.name.endswith(".gz") else "zip archive"
-            raise TabularDataError(
-                f"criteo_attribution: {self.path} is not a readable {kind} ({exc}); fetch it again"
-            ) from exc
-        self._raw = raw
-        self.fh = gzip.GzipFile(fileobj=raw, mode="rb")
-        return self
-
-    def close(self):
-        for obj in (getattr(self, "fh", None), getattr(self, "_raw", None), self._zip):
-            if obj is not None:
-                obj.close()
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_header(path: Path) -> tuple[list[str], str]:
-    with _Stream(path) as s:
-        try:
-            first = s.fh.readline(1 << 16)
-        except (OSError, EOFError) as exc:
-            raise TabularDataError(f"criteo_attribution: {s.name} in {path} is not gzip-compressed ({exc})") from exc
-        name = s.name
-    header = [c.strip() for c in first.decode("utf-8", "replace").rstrip("\r\n").split("\t")]
-    if not first.strip():
-        raise TabularDataError(f"criteo_attribution: {name} in {path} is empty")
-    needed = [USER, *LABEL_COLUMNS, *CATEGORICAL_FEATURES, *NUMERICAL_FEATURES]
-    missing = [c for c in needed if c not in header]
-    if missing:
-        hint = (
-            " (the first line looks like data: the official file starts with a header line)"
-            if all(_is_number(c) for c in header if c)
-            else ""
-        )
-        raise TabularDataError(
-            f"criteo_attribution: the header of {name} in {path} lacks the columns {missing}"
-            f"{hint}; expected the official tab-separated header {', '.join(COLUMNS)}. "
-            "Fetch the official file again"
-        )
-    return header, name
-
-
-def _chunks(path: Path, header: list[str], usecols: list[str]):
-    """pandas chunks of ``usecols`` (integers; ``cost`` float; categories nullable)."""
-    import pandas as pd
-
-    dtype = {
-        c: ("Int64" if c in CATEGORICAL_FEATURES else "float64" if c in NUMERICAL_FEATURES else "int64")
-        for c in usecols
-    }
-    with _Stream(path) as s:
-        s.fh.readline(1 << 16)  # the header, already checked
-        reader = pd.read_csv(
-            s.fh,
-            sep="\t",
-            header=None,
-            names=header,
-            usecols=usecols,
-            dtype=dtype,
-            keep_default_na=False,
-            na_values={c: [""] for c in usecols if c in CATEGORICAL_FEATURES + NUMERICAL_FEATURES},
-            chunksize=CHUNK_ROWS,
-        )
-        try:
-            yield from reader
-        except (ValueError, TypeError, OverflowError, pd.errors.ParserError) as exc:
-            raise TabularDataError(
-                f"criteo_attribution: cannot parse {s.name} in {path} as the official "
-                f"tab-separated file (integer ids, categories and 0/1 flags, float cost; no "
-                f"empty {USER} / {', '.join(LABEL_COLUMNS)}): {exc}"
-            ) from exc
-
-
-def _eligible_users(path: Path, header: list[str], counts: dict) -> np.ndarray:
-    """Sorted unique uids with at least one clicked impression (first pass: uid and click only)."""
-    parts = []
-    with closing(_chunks(path, header, [USER, "click"])) as chunks:
-        for chunk in chunks:
-            click = chunk["click"].to_numpy()
-            counts["rows_read"] += len(click)
-            counts["rows_clicked"] += int((click == 1).sum())
-            parts.append(np.unique(chunk[USER].to_numpy()[click == 1]))
-    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
-
-
-def _read_rows(path: Path, header: list[str], users: np.ndarray | None, max_rows: int | None, counts: dict):
-    """Clicked rows (of ``users`` if given; the first ``max_rows`` if given): uid, label, categories, cost."""
-    usecols = [USER, *LABEL_COLUMNS, *CATEGORICAL_FEATURES, *NUMERICAL_FEATURES]
-    uids, ys, cats, nums = [], [], [], []
-    kept = 0
-    count_rows = users is None  # the users split counted rows in its first pass
-    with closing(_chunks(path, header, usecols)) as chunks:
-        for chunk in chunks:
-            click = chunk["click"].to_numpy()
-            keep = click == 1
-            if users is not None:
-                keep &= np.isin(chunk[USER].to_numpy(), users, assume_unique=False)
-            if max_rows is not None and kept + int(keep.sum()) >= max_rows:
-                cut = int(np.searchsorted(np.cumsum(keep), max_rows - kept)) + 1
-                chunk, click, keep = chunk.iloc[:cut], click[:cut], keep[:cut]
-            if count_rows:
-                counts["rows_read"] += len(click)
-                counts["rows_clicked"] += int((click == 1).sum())
-            part = chunk[keep]
-            conversion, pos, nb = (part[c].to_numpy() for c in ("conversion", "click_pos", "click_nb"))
-            ys.append(((conversion == 1) & (pos == nb - 1)).astype(np.int8))
-            counts["kept_rows_conversion"] += int((conversion == 1).sum())
-            counts["kept_rows_conversion_click_nb_below_1"] += int(((conversion == 1) & (nb < 1)).sum())
-            uids.append(part[USER].to_numpy(np.int64))
-            cats.append(np.stack([part[c].to_numpy(np.int64, na_value=_MISSING) for c in CATEGORICAL_FEATURES], axis=1))
-            nums.append(part[list(NUMERICAL_FEATURES)].to_numpy(np.float64))
-            kept += len(part)
-            if max_rows is not None and kept >= max_rows:
-                break
-    if not ys:
-        return (
-            np.zeros(0, np.int64),
-            np.zeros(0, np.int8),
-            np.zeros((0, len(CATEGORICAL_FEATURES)), np.int64),
-            np.zeros((0, len(NUMERICAL_FEATURES))),
-        )
-    return np.concatenate(uids), np.concatenate(ys), np.concatenate(cats), np.concatenate(nums)
-
-
 # ------------------------------------------------------------------------------ preparation
 
 
@@ -408,10 +226,10 @@ def prepare_dataset(
             f"split={split!r} splits the rows 80/20"
         )
     raw_dir = Path(raw_dir)
-    path = _raw_path(raw_dir)
+    path = raw_path(raw_dir)
     if is_standin_dir(raw_dir) or is_standin_dir(path.parent):
         source = "synthetic_standin"
-    header, member = _read_header(path)
+    header, member = read_header(path)
     counts = {"rows_read": 0, "rows_clicked": 0, "kept_rows_conversion": 0, "kept_rows_conversion_click_nb_below_1": 0}
     if split == "users":
         n_tr, n_te, counts_from = _user_counts(raw_dir, path, subset, n_train_users, n_test_users)
@@ -419,7 +237,7 @@ def prepare_dataset(
             raise TabularDataError(
                 f"criteo_attribution: n_train_users and n_test_users must be >= 1, got {n_tr} and {n_te}"
             )
-        eligible = _eligible_users(path, header, counts)
+        eligible = eligible_users(path, header, counts)
         counts["users_with_a_click"] = int(eligible.size)
         if eligible.size == 0:
             raise TabularDataError(
@@ -433,7 +251,7 @@ def prepare_dataset(
             )
         drawn = np.random.default_rng(SEED).permutation(eligible.size)
         train_users, test_users = np.sort(eligible[drawn[:n_tr]]), np.sort(eligible[drawn[n_tr : n_tr + n_te]])
-        uid, y, cat, num = _read_rows(path, header, np.concatenate([train_users, test_users]), None, counts)
+        uid, y, cat, num = read_rows(path, header, np.concatenate([train_users, test_users]), None, counts)
         train = np.flatnonzero(np.isin(uid, train_users))
         test = np.flatnonzero(np.isin(uid, test_users))
         split_meta = {
@@ -445,7 +263,7 @@ def prepare_dataset(
             "drawn_from": "users with at least one clicked impression",
         }
     else:
-        uid, y, cat, num = _read_rows(path, header, None, None if subset is None else int(subset), counts)
+        uid, y, cat, num = read_rows(path, header, None, None if subset is None else int(subset), counts)
         if len(y) == 0:
             raise TabularDataError(
                 f"criteo_attribution: no row of {member} in {path} has click == 1 ({counts}); nothing to learn from"
@@ -470,7 +288,7 @@ def prepare_dataset(
     std = num[train].std(axis=0)
     std = np.where(std > 0, std, 1.0)
     stats = {"mean": mean.tolist(), "std": std.tolist(), "log_transform": False}
-    vocabs = [build_vocab(cat[train, j], missing=_MISSING) for j in range(cat.shape[1])]
+    vocabs = [build_vocab(cat[train, j], missing=MISSING) for j in range(cat.shape[1])]
     c_train = np.empty((train.size, cat.shape[1]), np.int32)
     c_test = np.empty((test.size, cat.shape[1]), np.int32)
     for j, vocab in enumerate(vocabs):  # column by column: no second copy of the whole table
@@ -480,7 +298,7 @@ def prepare_dataset(
         rows_kept=int(y.size),
         label_positive_train=int(y[train].sum()),
         label_positive_test=int(y[test].sum()),
-        categorical_missing={c: int((cat[:, j] == _MISSING).sum()) for j, c in enumerate(CATEGORICAL_FEATURES)},
+        categorical_missing={c: int((cat[:, j] == MISSING).sum()) for j, c in enumerate(CATEGORICAL_FEATURES)},
     )
     metadata = {
         "dataset": "criteo_attribution",

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from labeldp.data.sources import criteo_attribution as ca
+from labeldp.data.rawformats import criteo_attribution as attribution_format
 from labeldp.data.prepare import main as prepare_main
 from labeldp.data.rawformats import make_standin_raw_files, read_standin_marker
 from labeldp.data.registry import DATASETS
@@ -179,7 +180,7 @@ def test_users_deterministic_and_chunking_invariant(users_raw, tmp_path, monkeyp
             raw_dir=raw, out_path=tmp_path / "a.npz", source="official", n_train_users=25, n_test_users=10
         )
     )
-    monkeypatch.setattr(ca, "CHUNK_ROWS", 7)
+    monkeypatch.setattr(attribution_format, "CHUNK_ROWS", 7)  # the raw format's streaming reader
     b = load_prepared_tabular(
         ca.prepare_dataset(
             raw_dir=raw, out_path=tmp_path / "b.npz", source="official", n_train_users=25, n_test_users=10
