@@ -74,10 +74,11 @@ def test_bad_cap_is_refused():
 def test_full_reproduction_is_a_few_thousand_jobs():
     """The papers' protocol (606k runs) plans at most 10,000 jobs."""
     cfg = repo_config()
-    runs = plan.all_runs(cfg)
+    by_table = plan.runs_by_table(cfg)  # planned once, for both groupings
+    runs = plan.all_runs(cfg, by_table)
     assert len(runs) > 100_000
     assert len(sweeps.plan_sweeps(cfg, runs.values())) <= 10_000
-    assert len(sweeps.workflow_sweeps(cfg)) <= 10_000
+    assert len(sweeps.workflow_sweeps(cfg, by_table)) <= 10_000
 
 
 # ---------------------------------------------------------------------------------- execution
