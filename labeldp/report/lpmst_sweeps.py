@@ -26,7 +26,7 @@ import numpy as np
 
 from labeldp import records
 from labeldp.plan import cell_runs, columns
-from labeldp.report.outputs import save_figure, write_report_files
+from labeldp.report.outputs import renderer, save_figure
 
 __all__ = ["heatmap_rows", "violin_rows", "main_grid_heatmap", "main_top_k_violin", "DEFAULT_BINS"]
 
@@ -148,23 +148,15 @@ def _heatmap_plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
         ax.set_xlabel(mine[0]["x_axis"])
         ax.set_ylabel(mine[0]["y_axis"])
         fig.colorbar(im, ax=ax, label="test accuracy (%)")
-    fig.suptitle(config["tables"][figure]["title"], fontsize=8)
+    standin = " [STAND-IN DATA]" if any(r.get("standin") for r in rows) else ""
+    fig.suptitle(config["tables"][figure]["title"] + standin, fontsize=8)
     fig.tight_layout()
     save_figure(fig, png, pdf)
     plt.close(fig)
 
 
-def main_grid_heatmap(config, figure: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """001 Figure 4: writes ``<figure>.md``, ``.csv`` and the heat maps (``.png``, ``.pdf``)."""
-    rows = heatmap_rows(config, figure)
-    return write_report_files(
-        out_dir,
-        figure,
-        rows=rows,
-        markdown=_heatmap_markdown(config, figure, rows),
-        draw=lambda png, pdf: _heatmap_plot(config, figure, rows, png, pdf),
-        plot_dir=plot_dir,
-    )
+#: 001 Figure 4: writes ``<figure>.md``, ``.csv`` and the heat maps (``.png``, ``.pdf``).
+main_grid_heatmap = renderer(heatmap_rows, _heatmap_markdown, _heatmap_plot)
 
 
 def stage1_top_k(details: Mapping[str, Any]) -> tuple[int, float] | None:
@@ -268,20 +260,12 @@ def _violin_plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
         ax.text(0.5, 0.5, "not run", ha="center", va="center", transform=ax.transAxes)
     ax.set_xlabel("stage-1 test top-k accuracy (%), k = round(mean k*)")
     ax.set_ylabel("LP-2ST final test accuracy (%)")
-    ax.set_title(config["tables"][figure]["title"], fontsize=8)
+    standin = " [STAND-IN DATA]" if any(r.get("standin") for r in ok) else ""
+    ax.set_title(config["tables"][figure]["title"] + standin, fontsize=8)
     fig.tight_layout()
     save_figure(fig, png, pdf)
     plt.close(fig)
 
 
-def main_top_k_violin(config, figure: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """001 Figure 5: writes ``<figure>.md``, ``.csv`` and the violins (``.png``, ``.pdf``)."""
-    rows = violin_rows(config, figure)
-    return write_report_files(
-        out_dir,
-        figure,
-        rows=rows,
-        markdown=_violin_markdown(config, figure, rows),
-        draw=lambda png, pdf: _violin_plot(config, figure, rows, png, pdf),
-        plot_dir=plot_dir,
-    )
+#: 001 Figure 5: writes ``<figure>.md``, ``.csv`` and the violins (``.png``, ``.pdf``).
+main_top_k_violin = renderer(violin_rows, _violin_markdown, _violin_plot)

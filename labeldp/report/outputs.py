@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from labeldp.atomic_io import write_text_atomic
 
-__all__ = ["write_atomic_text", "write_csv", "save_figure", "write_report_files"]
+__all__ = ["write_atomic_text", "write_csv", "save_figure", "write_report_files", "renderer"]
 
 
 def write_atomic_text(path: Path, text: str) -> None:
@@ -67,3 +67,23 @@ def write_report_files(
     write_atomic_text(out_dir / f"{name}.md", markdown)
     print(f"wrote {out_dir / name}.*")
     return 0
+
+
+def renderer(rows_of, markdown_of, draw_of, *, tex: bool = False):
+    """A renderer's ``main(config, name, out_dir, plot_dir=None) -> 0`` (:data:`labeldp.report.build.RENDERERS`)
+    from its three parts: ``rows_of(config, name)`` (the tidy rows), ``markdown_of(config, name, rows)`` and
+    ``draw_of(config, name, rows, png, pdf)``; the files are written by :func:`write_report_files`."""
+
+    def main(config, name: str, out_dir: Path, plot_dir: Path | None = None) -> int:
+        rows = rows_of(config, name)
+        return write_report_files(
+            out_dir,
+            name,
+            rows=rows,
+            markdown=markdown_of(config, name, rows),
+            draw=lambda png, pdf: draw_of(config, name, rows, png, pdf),
+            plot_dir=plot_dir,
+            tex=tex,
+        )
+
+    return main
