@@ -72,7 +72,7 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 #: mixup per stage (001 Appendix B) and, for 001 Figure 4 (a)'s sweep, the split and the prior's temperature
 #: as grid axes (their defaults: the options', else 0.4 and 1)
 OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0, "stage1_fraction": 0.4, "temperature": 1.0}
-DATASET_KINDS = ("image", "features")
+DATASET_KINDS = ("image", "features", "ratings")  # ratings: 001 Table 3 (MovieLens-1M, NCF)
 
 MECHANISM = (
     "lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; pure eps-label-DP, each label queried once)"

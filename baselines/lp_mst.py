@@ -59,7 +59,7 @@ from labeldp.methods.base import MethodResult, RunSpec
 NAME = "lp_mst"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0}
-DATASET_KINDS = ("image", "features")
+DATASET_KINDS = ("image", "features", "ratings")  # ratings: 001 Table 3 (MovieLens-1M, NCF)
 
 MECHANISM = (
     "lp_mst (randomized_response in stage 1, rr_with_prior in later stages; pure eps-label-DP, each label queried once)"
@@ -123,6 +123,7 @@ class MultiStageRun:
       config: the stages' training settings (mixup aside).
       mixup: ``{1: stage 1's alpha, 2: every later stage's}``.
       audit_log_probs: the final model's log-probabilities at the audit canaries (or None).
+      rating_metrics: the final model's ``test_rmse`` where the classes are ratings (001 Table 3), else empty.
     """
 
     stages: int
@@ -136,6 +137,7 @@ class MultiStageRun:
     config: Any
     mixup: dict
     audit_log_probs: Any
+    rating_metrics: dict = dataclasses.field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:
         import math
@@ -147,6 +149,7 @@ class MultiStageRun:
             "diverged": bool(diverged),
             "final_train_loss": final.final_loss,
             "steps": int(sum(r.steps for r in self.results)),
+            **self.rating_metrics,
         }
 
     def timings(self) -> dict[str, float]:
@@ -176,7 +179,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
     import numpy as np
 
     from baselines import common
-    from labeldp.methods.common import build_model_for, train_config
+    from labeldp.methods.common import build_model_for, rating_metrics, train_config
     from labeldp.training import accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images, train_weighted
 
     eps = common.require_private(spec, name)
@@ -234,6 +237,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
         config=config,
         mixup=mixup,
         audit_log_probs=audit_log_probs(model, results[-1].params, data),
+        rating_metrics=rating_metrics(model, results[-1].params, data),
     )
 
 

@@ -18,7 +18,7 @@ from labeldp.data import views
 from labeldp.data.registry import DATASETS, SourcesMapping
 
 # Dataset kinds whose prepare step is implemented; every other dataset's cells are "not run".
-PREPARABLE_KINDS = ("image", "tabular", "features")
+PREPARABLE_KINDS = ("image", "tabular", "features", "ratings")
 # Datasets without a preparation module yet (name -> why), whose cells say "not run".
 _NOT_PREPARABLE: dict[str, str] = {}
 

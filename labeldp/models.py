@@ -28,6 +28,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from labeldp.collaborative_filtering import NeuralCollaborativeFiltering
 from labeldp.dpsgd.tape import Tape, avg_pool_2x2, max_pool_2x2, row_keys
 
 __all__ = [
@@ -129,6 +130,7 @@ _MODELS: dict[str, Callable[..., nn.Module]] = {
     "mnist_cnn": MnistCNN,
     "cifar_cnn": CifarCNN,
     "linear": LinearClassifier,
+    "ncf": NeuralCollaborativeFiltering,  # 001 Table 3 (MovieLens-1M)
 }
 
 #: Each model's forward pass through the tape of the fast DP-SGD step (:mod:`labeldp.dpsgd.clipping`,
@@ -180,14 +182,18 @@ class ModelSpec:
         return self.module.apply({"params": params}, x, train=True)
 
 
-def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int = 10, padding: str = "SAME") -> ModelSpec:
+def build_model(
+    name: str, *, input_shape: tuple[int, ...], num_classes: int = 10, padding: str = "SAME", **sizes: int
+) -> ModelSpec:
     """Builds a registered model.
 
     Args:
-      name: ``mnist_cnn`` (000 Table 10a), ``cifar_cnn`` (000 Table 10b) or ``linear`` (on features).
-      input_shape: shape (H, W, C) of one example, or (D,) for features.
+      name: ``mnist_cnn`` (000 Table 10a), ``cifar_cnn`` (000 Table 10b), ``linear`` (on features) or
+        ``ncf`` (001 Table 3's collaborative filtering network).
+      input_shape: shape (H, W, C) of one example, (D,) for features, (2,) for (user, item) pairs.
       num_classes: number of output logits K.
       padding: ``SAME`` (default, Flax's default) or ``VALID``.
+      **sizes: the model's data-dependent sizes (``ncf``: ``num_users``, ``num_items``).
 
     Returns:
       A :class:`ModelSpec`.
@@ -196,7 +202,7 @@ def build_model(name: str, *, input_shape: tuple[int, ...], num_classes: int = 1
         raise ValueError(f"unknown model {name!r}; known models: {sorted(_MODELS)}")
     if padding not in ("SAME", "VALID"):
         raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
-    module = _MODELS[name](num_classes=num_classes, padding=padding)
+    module = _MODELS[name](num_classes=num_classes, padding=padding, **sizes)
     return ModelSpec(name=name, module=module, input_shape=tuple(input_shape), has_dropout=name == "cifar_cnn")
 
 

@@ -140,10 +140,13 @@ class TrainResult:
 
 def to_float_images(x: np.ndarray) -> np.ndarray:
     """uint8 NHWC images -> float32 in [0, 1]; float inputs (a features dataset's representations,
-    :mod:`labeldp.feature_datasets`) are returned as float32 unchanged."""
+    :mod:`labeldp.feature_datasets`) are returned as float32 unchanged; other integer inputs are ids (a
+    ratings dataset's (user, item) pairs, exact in float32 below 2^24) and keep their values as float32."""
     x = np.asarray(x)
     if np.issubdtype(x.dtype, np.floating):
         return x.astype(np.float32, copy=False)
+    if x.dtype != np.uint8:
+        return x.astype(np.float32)
     return x.astype(np.float32) / 255.0
 
 
@@ -319,6 +322,11 @@ def train_weighted(
     n = x_train.shape[0]
     if target_weights.shape[0] != n:
         raise ValueError(f"target_weights has {target_weights.shape[0]} rows for {n} examples")
+    if config.mixup_alpha > 0 and not getattr(spec.module, "MIXES_INPUTS", True):
+        raise ValueError(
+            f"mixup mixes inputs, and model {spec.name!r} takes ids that cannot be mixed; "
+            "set the grid's mixup_alpha1 / mixup_alpha2 to 0 for this dataset"
+        )
     key, params = _seeded_init(spec, seed)
     params = params if init_params is None else init_params
     bs = int(config.batch_size)

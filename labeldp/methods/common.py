@@ -9,27 +9,31 @@ import numpy as np
 from labeldp.methods.base import RECIPE_OPTIONS, RunSpec  # noqa: F401 (RECIPE_OPTIONS: importable from here)
 from labeldp.data.registry import DATASETS
 from labeldp.models import FEATURES_MODEL, ModelSpec, build_model
+from labeldp.rating_metrics import class_values_of, expected_value_rmse
 from labeldp.training import (
     TrainConfig,
     accuracy_pct,
     audit_log_probs,
     confusion_matrix,
     initial_params,
+    predict_logits,
     to_float_images,
     train_weighted,
 )
 
 
 def build_model_for(data) -> ModelSpec:
-    """The 000 Table 10 model for a prepared image dataset; the linear classifier for a features
-    dataset (SimCLR representations, 000 Table 6)."""
+    """The 000 Table 10 model for a prepared image dataset (its ``DatasetSpec.model``; with the sizes the
+    prepared file's ``metadata["model_sizes"]`` states, e.g. 001 Table 3's NCF on MovieLens); the linear
+    classifier for a features dataset (SimCLR representations, 000 Table 6)."""
     if getattr(data, "kind", "image") == "features":
         return build_model(FEATURES_MODEL, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
     model = DATASETS[data.name].model if data.name in DATASETS else None
     if model is None:
         known = sorted(n for n, s in DATASETS.items() if s.model)
         raise ValueError(f"no model for dataset {data.name!r} (its DatasetSpec.model; datasets with one: {known})")
-    return build_model(model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
+    sizes = dict((getattr(data, "metadata", None) or {}).get("model_sizes") or {})  # e.g. NCF's embedding tables
+    return build_model(model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes, **sizes)
 
 
 def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
@@ -47,6 +51,16 @@ def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
         l2=float(opts.get("l2", 0.0)),
         progress=progress,
     )
+
+
+def rating_metrics(model: ModelSpec, params, data) -> dict[str, float]:
+    """``{"test_rmse": ...}`` where the dataset's classes are ordered values (001 Table 3's ratings: the
+    softmax-expected rating's RMSE, :func:`labeldp.rating_metrics.expected_value_rmse`), else ``{}``."""
+    values = class_values_of(data)
+    if values is None:
+        return {}
+    logits = predict_logits(model, params, to_float_images(data.x_test))
+    return {"test_rmse": expected_value_rmse(logits, data.y_test, values)}
 
 
 def train_and_evaluate(
@@ -83,6 +97,7 @@ def train_and_evaluate(
         "diverged": result.diverged or not np.isfinite(result.final_loss),
         "final_train_loss": result.final_loss,
         "steps": result.steps,
+        **rating_metrics(model, result.params, data),
     }
     timings = {
         "train_seconds": result.train_seconds,

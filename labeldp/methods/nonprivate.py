@@ -14,7 +14,7 @@ from labeldp.methods.base import NON_PRIVATE, RECIPE_OPTIONS, MethodResult, RunS
 
 NAME = "nonprivate"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
-DATASET_KINDS = ("image", "tabular", "features")
+DATASET_KINDS = ("image", "tabular", "features", "ratings")
 OPTIONS = RECIPE_OPTIONS  # 001 Appendix B's recipe (images); the tasks refuse what they do not implement
 
 

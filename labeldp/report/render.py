@@ -41,8 +41,8 @@ RELATION_SHORT = {"add_or_remove": "add/remove", "label_substitution": "label su
 def _fmt_num(v: float | None, metric: str) -> str:
     if v is None:
         return ""
-    # AUC and 002's relative AUC loss (%) with the three decimals 002 prints
-    return f"{v:.3f}" if metric in ("test_auc", "relative_auc_loss_pct") else f"{v:.1f}"
+    # AUC and 002's relative AUC loss (%) with the three decimals 002 prints, as 001 prints its RMSE
+    return f"{v:.3f}" if metric in ("test_auc", "relative_auc_loss_pct", "test_rmse") else f"{v:.1f}"
 
 
 def derived_metric_line(res: TableResult) -> str | None:

@@ -29,6 +29,7 @@ __all__ = [
 TASKS: dict[tuple[str, str], type] = {
     ("image", "classification"): ImageTask,
     ("features", "classification"): ImageTask,
+    ("ratings", "classification"): ImageTask,  # 001 Table 3: (user, movie) ids, one class per rating
     ("tabular", "binary_classification"): AdsTask,
     ("tabular", "regression"): RegressionTask,
 }

@@ -1,4 +1,6 @@
-"""Image classification (000's images, and SimCLR features with a linear head, 000 Table 6).
+"""Image classification (000's images, and SimCLR features with a linear head, 000 Table 6); also
+MovieLens' ratings as classes (001 Table 3: (user, movie) id pairs into the NCF network, the same
+one-label-per-example training).
 
 The privacy unit is the example: one label per training image. Training on targets is
 :func:`labeldp.methods.common.train_and_evaluate` (000 Table 8's SGD, or a variant's recipe), DP

@@ -192,3 +192,27 @@ def test_lp_2st_records_the_stage1_top_k_accuracy_and_takes_the_split_and_temper
     both = dc.replace(grid_spec, options={"temperature": 0.5})
     with pytest.raises(ValueError, match="temperature is both a grid axis and an option"):
         lp_2st.run(data, both)
+
+
+def test_on_ratings_lp_mst_records_the_expected_ratings_rmse_and_images_have_none(tmp_path):
+    """001 Table 3: on MovieLens (a ratings dataset) LP-1ST / LP-2ST train the NCF network and record the
+    test RMSE of the softmax-expected rating beside the accuracy; on images there is no such metric."""
+    from labeldp.data.prepare import load_prepared
+    from labeldp.data.rawformats import make_standin_raw_files
+    from labeldp.data.sources import movielens_1m
+    from labeldp.methods.common import build_model_for
+
+    make_standin_raw_files("movielens_1m", tmp_path / "raw", n_train=480, n_test=120, seed=0)
+    data = load_prepared(
+        movielens_1m.prepare_dataset(
+            raw_dir=tmp_path / "raw", out_path=tmp_path / "p.npz", subset=None, source="synthetic_standin"
+        )
+    )
+    assert build_model_for(data).name == "ncf"
+    for method, options in (("lp_mst", {"stages": 1}), ("lp_2st", {})):
+        spec = dc.replace(_spec(method, epsilon=2.0, options=options), dataset="movielens_1m")
+        result = (lp_mst if method == "lp_mst" else lp_2st).run(data, spec)
+        assert 0.0 < result.metrics["test_rmse"] < 4.0
+        assert_label_event_reaccounts(result.privacy.to_dict(target_epsilon=2.0))
+    images = lp_mst.run(_fake_data(), _spec("lp_mst", options={"stages": 1}))
+    assert "test_rmse" not in images.metrics

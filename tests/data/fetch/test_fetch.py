@@ -84,6 +84,7 @@ def test_registry_entries_are_consistent():
         "census1940",
         "rand_hie",
         "criteo_pctr",
+        "movielens_1m",
     }
     for name, spec in DATASETS.items():
         assert spec.name == name
