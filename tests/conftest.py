@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.workflow.smoke_dag import BackgroundSmokeDag, SmokeDag
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -29,3 +31,28 @@ def mirror() -> Path:
     if m is None:
         pytest.skip("no data mirror: set LABELDP_DATA_MIRROR to a directory of verified raw files")
     return m
+
+
+SMOKE_DAG_KEY = pytest.StashKey[BackgroundSmokeDag]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def smoke_dag_in_background(request, tmp_path_factory):
+    """Starts the smoke DAG (tests/workflow/smoke_dag.py) when the session begins, if a collected test is
+    marked ``smoke_dag`` and the data mirror is here: the other tests run while it does."""
+    wanted = any(item.get_closest_marker("smoke_dag") for item in request.session.items)
+    if wanted and mirror_dir() is not None:
+        work = tmp_path_factory.mktemp("smoke_dag") / "w"
+        request.config.stash[SMOKE_DAG_KEY] = BackgroundSmokeDag(work, mirror_dir())
+    yield
+
+
+@pytest.fixture(scope="session")
+def smoke_dag(request) -> SmokeDag:
+    """The finished smoke DAG (waits for the background run). Tests using it are marked ``smoke_dag``."""
+    if mirror_dir() is None:
+        pytest.skip("no data mirror: set LABELDP_DATA_MIRROR to a directory of verified raw files")
+    handle = request.config.stash.get(SMOKE_DAG_KEY, None)
+    if handle is None:
+        raise AssertionError("the smoke DAG was not started: mark every test using the smoke_dag fixture smoke_dag")
+    return handle.result()
