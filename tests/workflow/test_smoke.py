@@ -39,6 +39,7 @@ TABLES = [
     "lpmst_table4_mnist",
     "lpmst_table4_fashion_mnist",
     "lpmst_table1",
+    "lpmst_table2",
     "lpmst_table5",
     "figure2_sweep",
     "pro_figure4_sweep",
@@ -56,11 +57,12 @@ TABLES = [
 FIGURES = ["figure3", "figure4", "figure4_honest", "figure5a", "figure5a_honest"]
 HYBRID_FIGURES = ["hybrid_figure2", "hybrid_figure3", "hybrid_figure4"]  # 002's figures, from the Hybrid tables
 NOT_RUN = {
-    "tables": ["hybrid_table4", "lpmst_table2", "lpmst_table3"],  # proprietary data or not in the registry
+    "tables": ["hybrid_table4", "lpmst_table3"],  # proprietary data or not in the registry
     "figures": ["hybrid_figure3_pcvr", "figure5b"],
 }
 STANDIN_DATASETS = (
     "cifar10",
+    "cifar100",
     "cifar10_simclr",
     "kmnist",
     "criteo_search",
@@ -334,9 +336,13 @@ def test_smoke_profile_runs_every_target_and_resumes(tmp_path, mirror):
     # 5 distinct runs: (b)'s point at mixup 8 / 4 is (a)'s run at the default split and temperature
     assert len(f5) == 5 and all(r["status"] == "ok" and 0 <= float(r["stage1_top_k_accuracy_pct"]) <= 100 for r in f5)
     assert all((rep / f"figures/lpmst_figure{n}.{e}").stat().st_size > 0 for n in (4, 5) for e in ("png", "pdf"))
-    # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
-    for t in ("lpmst_table1", "lpmst_table5"):
+    # 001 Tables 1 (CIFAR-10), 2 (CIFAR-100) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained
+    # columns say not run; Table 2 has numbers of ours in every column, 001's values beside them
+    for t in ("lpmst_table1", "lpmst_table2", "lpmst_table5"):
         assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
+    t2 = _rows(rep / "tables/lpmst_table2.csv")
+    assert {r["column"] for r in t2} == {"lp_1st", "lp_2st", "nonprivate"}
+    assert all(r["status"] == "ok" and r["paper"] for r in t2), t2
     t1 = _rows(rep / "tables/lpmst_table1.csv")
     assert {r["status"] for r in t1 if r["column"].endswith("_pretrain")} == {"not run"}
     assert all(r["status"] == "ok" for r in t1 if not r["column"].endswith("_pretrain")), t1
@@ -466,6 +472,7 @@ def test_dry_run_lists_every_target(tmp_path):
                 "fashion_mnist",
                 "kmnist",
                 "cifar10",
+                "cifar100",
                 "criteo_attribution",
                 "criteo_search",
                 "census1940",
