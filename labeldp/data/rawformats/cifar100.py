@@ -21,7 +21,7 @@ import numpy as np
 
 from labeldp.data.rawformats.cifar10_reader import read_cifar_members
 from labeldp.data.rawformats.cifar10_writer import (
-    check_images,
+    checked_cifar_splits,
     cifar_batch_pickle,
     p2_dict,
     p2_list,
@@ -133,10 +133,7 @@ def write_cifar100_tar(
     Raises:
       ValueError: images not uint8 (n, 32, 32, 3), not one label per image, or a label outside 0..99.
     """
-    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
-    y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
-    check_images(x_train, y_train, (32, 32, 3), "train")
-    check_images(x_test, y_test, (32, 32, 3), "test")
+    x_train, y_train, x_test, y_test = checked_cifar_splits(x_train, y_train, x_test, y_test)
     members = [
         (CIFAR100_META_MEMBER, cifar100_meta_pickle()),
         (CIFAR100_TEST_MEMBER, cifar100_batch_pickle(x_test, y_test, "testing batch 1 of 1", "test")),

@@ -130,6 +130,20 @@ def check_images(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], what: str
         raise ValueError(f"{what}: need one label per image, got {y.shape} labels for {x.shape[0]} images")
 
 
+def checked_cifar_splits(x_train, y_train, x_test, y_test) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four arrays of a CIFAR archive (labels flattened), checked: images uint8 (n, 32, 32, 3), one
+    label per image.
+
+    Raises:
+      ValueError: naming the split and the shapes.
+    """
+    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
+    y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
+    check_images(x_train, y_train, (32, 32, 3), "train")
+    check_images(x_test, y_test, (32, 32, 3), "test")
+    return x_train, y_train, x_test, y_test
+
+
 def write_cifar10_tar(
     path: str | os.PathLike,
     x_train: np.ndarray,
@@ -143,10 +157,7 @@ def write_cifar10_tar(
     in order, like the official 5 x 10,000. Deterministic output (mtimes 0).
     """
     path = Path(path)
-    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
-    y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
-    check_images(x_train, y_train, (32, 32, 3), "train")
-    check_images(x_test, y_test, (32, 32, 3), "test")
+    x_train, y_train, x_test, y_test = checked_cifar_splits(x_train, y_train, x_test, y_test)
     bounds = np.linspace(0, x_train.shape[0], 6).round().astype(int)
     members: list[tuple[str, bytes]] = [(CIFAR10_META_MEMBER, cifar_meta_pickle(int(bounds[1] - bounds[0])))]
     for i, name in enumerate(CIFAR10_TRAIN_MEMBERS):
