@@ -4,7 +4,7 @@
   :mod:`.registry` discovers them (and the user's, ``LABELDP_DATA_SOURCES``) by dataset id.
 * :mod:`.fetch` -- :func:`fetch_dataset` (mirror first, then official URLs; atomic,
   checksum-verified), :func:`verify_file`.
-* :mod:`.rawformats` -- one module per raw format (IDX, CIFAR-10 python, Criteo's archives, the IPUMS
+* :mod:`.rawformats` -- one module per raw format (IDX, CIFAR-10 and CIFAR-100 python, Criteo's archives, the IPUMS
   extract), synthetic stand-ins.
 * :mod:`.prepare` -- raw files -> ``.npz``; :func:`load_prepared`.
 """
@@ -28,6 +28,8 @@ _EXPORTS = {
     "write_idx": "rawformats",
     "read_cifar10_tar": "rawformats",
     "write_cifar10_tar": "rawformats",
+    "read_cifar100_tar": "rawformats",
+    "write_cifar100_tar": "rawformats",
     "make_standin_raw_files": "rawformats",
     "RawSplits": "rawformats",
     "STANDIN_MARKER": "rawformats",
@@ -66,6 +68,8 @@ __all__ = [
     "write_idx",
     "read_cifar10_tar",
     "write_cifar10_tar",
+    "read_cifar100_tar",
+    "write_cifar100_tar",
     "make_standin_raw_files",
     "RawSplits",
     "STANDIN_MARKER",

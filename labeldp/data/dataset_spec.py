@@ -43,7 +43,7 @@ class DatasetSpec:
         ``"image"`` (classification on images; ``prepare_image_dataset`` handles it) or
         ``"tabular"`` (Criteo, Census; fetched here, prepared elsewhere).
     raw_format:
-        ``"idx"`` (MNIST family), ``"cifar10_python"``, ``"criteo_attribution_zip"``,
+        ``"idx"`` (MNIST family), ``"cifar10_python"``, ``"cifar100_python"``, ``"criteo_attribution_zip"``,
         ``"criteo_search_targz"``, ``"ipums_extract"``, ``"statsmodels_package"`` (a file
         shipped inside an installed package: :mod:`labeldp.data.sources.rand_hie`).
     manual:

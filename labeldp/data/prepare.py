@@ -1,7 +1,7 @@
 """Turn raw image-dataset files into one ``.npz`` the experiments load.
 
 :func:`prepare_image_dataset` parses the raw files with the real parsers of
-:mod:`labeldp.data.rawformats` (IDX for the MNIST family, the CIFAR-10 python archive)
+:mod:`labeldp.data.rawformats` (IDX for the MNIST family, the CIFAR-10 and CIFAR-100 python archives)
 and writes
 
 * ``x_train``, ``x_test``: uint8 NHWC, (n, 28, 28, 1) or (n, 32, 32, 3)

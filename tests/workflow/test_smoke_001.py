@@ -57,9 +57,13 @@ def test_lpmst_tables_and_figures_have_their_numbers(smoke_dag):
     # 5 distinct runs: (b)'s point at mixup 8 / 4 is (a)'s run at the default split and temperature
     assert len(f5) == 5 and all(r["status"] == "ok" and 0 <= float(r["stage1_top_k_accuracy_pct"]) <= 100 for r in f5)
     assert all((rep / f"figures/lpmst_figure{n}.{e}").stat().st_size > 0 for n in (4, 5) for e in ("png", "pdf"))
-    # 001 Tables 1 (CIFAR-10) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained columns say not run
-    for t in ("lpmst_table1", "lpmst_table5"):
+    # 001 Tables 1 (CIFAR-10), 2 (CIFAR-100) and 5 (KMNIST) on the stand-ins, said so; Table 1's pre-trained
+    # columns say not run; Table 2 has numbers of ours in every column, 001's values beside them
+    for t in ("lpmst_table1", "lpmst_table2", "lpmst_table5"):
         assert "SYNTHETIC" in (rep / f"tables/{t}.md").read_text()
+    t2 = csv_rows(rep / "tables/lpmst_table2.csv")
+    assert {r["column"] for r in t2} == {"lp_1st", "lp_2st", "nonprivate"}
+    assert all(r["status"] == "ok" and r["paper"] for r in t2), t2
     t1 = csv_rows(rep / "tables/lpmst_table1.csv")
     assert {r["status"] for r in t1 if r["column"].endswith("_pretrain")} == {"not run"}
     assert all(r["status"] == "ok" for r in t1 if not r["column"].endswith("_pretrain")), t1

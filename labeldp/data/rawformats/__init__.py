@@ -8,6 +8,8 @@
   Python 2 pickle (protocol 2) of a dict with ``data`` ((N, 3072) uint8, each row the
   1024 red, then 1024 green, then 1024 blue values of a 32x32 image in row-major order)
   and ``labels`` (list of N ints).
+* CIFAR-100 python (``cifar-100-python.tar.gz``): ``cifar-100-python/train``, ``test`` and ``meta``,
+  the same pickles with ``fine_labels`` (100 classes, the ones used here) and ``coarse_labels``.
 
 Pickle trust: the CIFAR batches are unpickled with :class:`RestrictedUnpickler`, which
 resolves only the three globals a numpy-array pickle needs (``_reconstruct``, ``ndarray``,
@@ -23,6 +25,7 @@ marked by a ``STANDIN_SYNTHETIC`` file next to them, and everything downstream r
 ``source = "synthetic_standin"``.
 
 Layout: one module per format: :mod:`.idx`, :mod:`.cifar10_reader` / :mod:`.cifar10_writer`,
+:mod:`.cifar100` (CIFAR-10's batch decoding and pickle writer with CIFAR-100's members and labels),
 :mod:`.criteo_attribution` (+ ``_standin``), :mod:`.criteo_dac` (Criteo's Display Advertising
 Challenge archive, + ``_standin``), :mod:`.ipums_extract` (Census 1940); the stand-in marker and
 synthetic images in :mod:`.standin`. This package re-exports the image formats and the stand-in
@@ -66,6 +69,14 @@ from labeldp.data.rawformats.cifar10_writer import (
     p2_uint8_matrix,
     write_cifar10_tar,
 )
+from labeldp.data.rawformats.cifar100 import (
+    CIFAR100_DIRNAME,
+    CIFAR100_FINE_LABEL_NAMES,
+    CIFAR100_TEST_MEMBER,
+    CIFAR100_TRAIN_MEMBER,
+    read_cifar100_tar,
+    write_cifar100_tar,
+)
 from labeldp.data.rawformats.idx import (
     GZIP_MAGIC,
     IDX_CODES,
@@ -89,11 +100,17 @@ __all__ = [
     "CIFAR10_TEST_MEMBER",
     "CIFAR10_META_MEMBER",
     "CIFAR10_LABEL_NAMES",
+    "CIFAR100_DIRNAME",
+    "CIFAR100_TRAIN_MEMBER",
+    "CIFAR100_TEST_MEMBER",
+    "CIFAR100_FINE_LABEL_NAMES",
     "RawSplits",
     "read_idx",
     "write_idx",
     "read_cifar10_tar",
     "write_cifar10_tar",
+    "read_cifar100_tar",
+    "write_cifar100_tar",
     "make_standin_raw_files",
     "is_standin_dir",
     "read_standin_marker",
@@ -123,7 +140,7 @@ def make_standin_raw_files(
     """Write tiny SYNTHETIC files in the exact raw format of dataset ``name`` (its source's ``write_standin``).
 
     For tests and the CPU smoke profile only, for datasets whose real files are not available here
-    (``cifar10``, ``kmnist``, ``criteo_search``, ``census1940``, ...; allowed wherever the spec has
+    (``cifar10``, ``cifar100``, ``kmnist``, ``criteo_search``, ``census1940``, ...; allowed wherever the spec has
     ``standin_allowed``). The source module's ``write_standin(directory, *, seed, n_train, n_test)``
     writes the files under their official names, so the real parsers read them, after a
     ``STANDIN_SYNTHETIC`` marker (:mod:`labeldp.data.rawformats.standin`); tabular sources write

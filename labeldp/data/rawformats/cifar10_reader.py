@@ -1,6 +1,7 @@
-"""CIFAR-10 python archive (``cifar-10-python.tar.gz``): layout constants and reader.
+"""CIFAR python archives: the CIFAR-10 layout's constants and reader, and the batch decoding every
+CIFAR python archive shares (CIFAR-100's layout: :mod:`labeldp.data.rawformats.cifar100`).
 
-The archive is a gzip'd tar with ``cifar-10-batches-py/data_batch_1..5``, ``test_batch`` and
+The CIFAR-10 archive is a gzip'd tar with ``cifar-10-batches-py/data_batch_1..5``, ``test_batch`` and
 ``batches.meta``, each a Python 2 pickle (protocol 2) of a dict with ``data`` ((N, 3072)
 uint8, rows of 1024 red, 1024 green, 1024 blue values) and ``labels``. The batches are
 unpickled with :class:`RestrictedUnpickler`, which resolves only the globals a numpy-array
@@ -39,7 +40,7 @@ CIFAR10_LABEL_NAMES = (
 
 
 class CifarFormatError(ValueError):
-    """The archive does not have the layout of the official CIFAR-10 python archive."""
+    """The archive does not have the layout of the official CIFAR-10 (or CIFAR-100) python archive."""
 
 
 # ============================================================================== reading
@@ -64,7 +65,7 @@ class RestrictedUnpickler(pickle.Unpickler):
         if (module, name) not in self._ALLOWED:
             raise pickle.UnpicklingError(
                 f"refusing to load global {module}.{name} from a CIFAR batch: only numpy "
-                "array reconstruction is allowed (the file is not an official CIFAR-10 batch)"
+                "array reconstruction is allowed (the file is not an official CIFAR batch)"
             )
         if name == "_reconstruct":
             return reconstruct_function()
@@ -82,11 +83,13 @@ def unpickle_batch(data: bytes, member: str) -> dict:
     return {(k.decode("latin1") if isinstance(k, bytes) else k): v for k, v in obj.items()}
 
 
-def decode_batch(entry: dict, member: str) -> tuple[np.ndarray, np.ndarray]:
-    if "data" not in entry or "labels" not in entry:
-        raise CifarFormatError(f"{member}: batch lacks 'data' or 'labels' (keys: {sorted(entry)})")
+def decode_batch(entry: dict, member: str, *, label_key: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+    """A batch dict's images, NHWC uint8 (n, 32, 32, 3), and its ``label_key`` labels (int64): CIFAR-10's
+    ``labels``, CIFAR-100's ``fine_labels`` or ``coarse_labels``."""
+    if "data" not in entry or label_key not in entry:
+        raise CifarFormatError(f"{member}: batch lacks 'data' or {label_key!r} (keys: {sorted(entry)})")
     data = np.asarray(entry["data"])
-    labels = np.asarray(entry["labels"], dtype=np.int64).reshape(-1)
+    labels = np.asarray(entry[label_key], dtype=np.int64).reshape(-1)
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3072:
         raise CifarFormatError(f"{member}: 'data' must be (N, 3072) uint8, got {data.shape} {data.dtype}")
     if data.shape[0] != labels.shape[0]:
@@ -95,29 +98,43 @@ def decode_batch(entry: dict, member: str) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(images), labels
 
 
-def read_cifar10_tar(path: str | os.PathLike, *, member_md5: dict[str, str] | None = None) -> RawSplits:
-    """Read the official ``cifar-10-python.tar.gz`` without extracting it to disk.
+def read_cifar_members(
+    path: str | os.PathLike,
+    members: tuple[str, ...],
+    *,
+    label_key: str,
+    dataset: str,
+    layout: str,
+    member_md5: dict[str, str] | None = None,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Decode ``members`` of a CIFAR python archive (without extracting it to disk), in order, each as
+    (images NHWC uint8, ``label_key`` labels int64).
 
-    Returns :class:`RawSplits` with images NHWC uint8 (n, 32, 32, 3) and labels int64;
-    the training set is ``data_batch_1`` .. ``data_batch_5`` concatenated in order.
-    ``member_md5`` (member name -> md5) additionally checks each member's bytes, as the
-    registry lists them for the official archive.
+    ``dataset`` (the registry id) and ``layout`` (the expected members, in words) make the errors say
+    what to fetch; ``member_md5`` (member name -> md5) additionally checks each member's bytes.
+
+    Raises:
+      CifarFormatError: a missing file, not a tar, missing members, a member's md5, or a batch's content.
     """
     import hashlib
 
     path = Path(path)
+    if not path.is_file():
+        raise CifarFormatError(
+            f"{path} does not exist; fetch it first (python -m labeldp.data.fetch {dataset} --data-dir DIR) "
+            f"or write SYNTHETIC stand-ins (python -m labeldp.data.rawformats {dataset} --dir DIR)"
+        )
     try:
         tar = tarfile.open(path, mode="r:*")
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise CifarFormatError(f"{path}: not a readable tar archive ({exc})") from exc
     with tar:
         names = set(tar.getnames())
-        needed = CIFAR10_TRAIN_MEMBERS + (CIFAR10_TEST_MEMBER,)
-        missing = [m for m in needed if m not in names]
+        missing = [m for m in members if m not in names]
         if missing:
             raise CifarFormatError(
-                f"{path}: missing members {missing}; expected the layout of the official "
-                f"cifar-10-python.tar.gz ({CIFAR10_DIRNAME}/data_batch_1..5, test_batch)"
+                f"{path}: missing members {missing}; expected the layout of {layout} "
+                f"(fetch it with python -m labeldp.data.fetch {dataset} --data-dir DIR)"
             )
 
         def load(member: str) -> tuple[np.ndarray, np.ndarray]:
@@ -131,10 +148,27 @@ def read_cifar10_tar(path: str | os.PathLike, *, member_md5: dict[str, str] | No
                 got = hashlib.md5(raw).hexdigest()
                 if got != member_md5[member]:
                     raise CifarFormatError(f"{path}: member {member} has md5 {got}, expected {member_md5[member]}")
-            return decode_batch(unpickle_batch(raw, member), member)
+            return decode_batch(unpickle_batch(raw, member), member, label_key=label_key)
 
-        train = [load(m) for m in CIFAR10_TRAIN_MEMBERS]
-        x_test, y_test = load(CIFAR10_TEST_MEMBER)
+        return [load(m) for m in members]
+
+
+def read_cifar10_tar(path: str | os.PathLike, *, member_md5: dict[str, str] | None = None) -> RawSplits:
+    """Read the official ``cifar-10-python.tar.gz`` without extracting it to disk.
+
+    Returns :class:`RawSplits` with images NHWC uint8 (n, 32, 32, 3) and labels int64;
+    the training set is ``data_batch_1`` .. ``data_batch_5`` concatenated in order.
+    ``member_md5`` (member name -> md5) additionally checks each member's bytes, as the
+    registry lists them for the official archive.
+    """
+    *train, (x_test, y_test) = read_cifar_members(
+        path,
+        CIFAR10_TRAIN_MEMBERS + (CIFAR10_TEST_MEMBER,),
+        label_key="labels",
+        dataset="cifar10",
+        layout=f"the official cifar-10-python.tar.gz ({CIFAR10_DIRNAME}/data_batch_1..5, test_batch)",
+        member_md5=member_md5,
+    )
     x_train = np.concatenate([x for x, _ in train], axis=0)
     y_train = np.concatenate([y for _, y in train], axis=0)
     return RawSplits(x_train, y_train, x_test, y_test)

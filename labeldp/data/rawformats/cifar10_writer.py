@@ -1,9 +1,10 @@
 """CIFAR-10 python archive writer: arrays -> a byte-compatible ``cifar-10-python.tar.gz``.
 
 The batches are hand-built Python 2 style pickles (protocol 2, str = BINSTRING; the
-``_p2_*`` helpers), the same opcodes as the official files, in a deterministic tar
-(mtimes 0). Used by the tests and the synthetic stand-ins. Re-exported by
-:mod:`labeldp.data.rawformats`.
+``p2_*`` helpers), the same opcodes as the official files, in a deterministic tar
+(mtimes 0; :func:`write_deterministic_tar`). The pickle helpers, :func:`cifar_batch_pickle` and the
+tar writer serve CIFAR-100's writer too (:mod:`labeldp.data.rawformats.cifar100`). Used by the tests
+and the synthetic stand-ins. Re-exported by :mod:`labeldp.data.rawformats`.
 """
 
 from __future__ import annotations
@@ -83,15 +84,29 @@ def p2_dict(pairs: list[tuple[bytes, bytes]]) -> bytes:
     return pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + pickle.MARK + body + pickle.SETITEMS + pickle.STOP
 
 
-def cifar_batch_pickle(x_nhwc: np.ndarray, y: np.ndarray, batch_label: str, prefix: str) -> bytes:
+def cifar_batch_pickle(
+    x_nhwc: np.ndarray,
+    y: np.ndarray,
+    batch_label: str,
+    prefix: str,
+    *,
+    label_fields: dict[str, np.ndarray] | None = None,
+) -> bytes:
+    """One batch as the official files pickle it: ``batch_label``, the labels, ``data`` (CHW rows) and
+    ``filenames``. The labels are ``y`` under CIFAR-10's key ``labels``, or ``label_fields`` (key -> one
+    label per image, in order: CIFAR-100's ``fine_labels`` and ``coarse_labels``) when given."""
     x_nhwc = np.asarray(x_nhwc, dtype=np.uint8)
     rows = x_nhwc.transpose(0, 3, 1, 2).reshape(x_nhwc.shape[0], 3072)  # NHWC -> CHW rows
-    labels = [int(v) for v in np.asarray(y).reshape(-1)]
-    filenames = [f"{prefix}_{i:05d}.png" for i in range(len(labels))]
+    fields = {"labels": y} if label_fields is None else label_fields
+    label_pairs = [
+        (p2_str(key), p2_list([p2_int(int(v)) for v in np.asarray(values).reshape(-1)]))
+        for key, values in fields.items()
+    ]
+    filenames = [f"{prefix}_{i:05d}.png" for i in range(x_nhwc.shape[0])]
     return p2_dict(
         [
             (p2_str("batch_label"), p2_str(batch_label)),
-            (p2_str("labels"), p2_list([p2_int(v) for v in labels])),
+            *label_pairs,
             (p2_str("data"), p2_uint8_matrix(rows)),
             (p2_str("filenames"), p2_list([p2_str(f) for f in filenames])),
         ]
@@ -115,6 +130,20 @@ def check_images(x: np.ndarray, y: np.ndarray, shape: tuple[int, ...], what: str
         raise ValueError(f"{what}: need one label per image, got {y.shape} labels for {x.shape[0]} images")
 
 
+def checked_cifar_splits(x_train, y_train, x_test, y_test) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four arrays of a CIFAR archive (labels flattened), checked: images uint8 (n, 32, 32, 3), one
+    label per image.
+
+    Raises:
+      ValueError: naming the split and the shapes.
+    """
+    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
+    y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
+    check_images(x_train, y_train, (32, 32, 3), "train")
+    check_images(x_test, y_test, (32, 32, 3), "test")
+    return x_train, y_train, x_test, y_test
+
+
 def write_cifar10_tar(
     path: str | os.PathLike,
     x_train: np.ndarray,
@@ -128,10 +157,7 @@ def write_cifar10_tar(
     in order, like the official 5 x 10,000. Deterministic output (mtimes 0).
     """
     path = Path(path)
-    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
-    y_train, y_test = np.asarray(y_train).reshape(-1), np.asarray(y_test).reshape(-1)
-    check_images(x_train, y_train, (32, 32, 3), "train")
-    check_images(x_test, y_test, (32, 32, 3), "test")
+    x_train, y_train, x_test, y_test = checked_cifar_splits(x_train, y_train, x_test, y_test)
     bounds = np.linspace(0, x_train.shape[0], 6).round().astype(int)
     members: list[tuple[str, bytes]] = [(CIFAR10_META_MEMBER, cifar_meta_pickle(int(bounds[1] - bounds[0])))]
     for i, name in enumerate(CIFAR10_TRAIN_MEMBERS):
@@ -140,10 +166,17 @@ def write_cifar10_tar(
             (name, cifar_batch_pickle(x_train[lo:hi], y_train[lo:hi], f"training batch {i + 1} of 5", f"train{i + 1}"))
         )
     members.append((CIFAR10_TEST_MEMBER, cifar_batch_pickle(x_test, y_test, "testing batch 1 of 1", "test")))
+    return write_deterministic_tar(path, CIFAR10_DIRNAME, members)
+
+
+def write_deterministic_tar(path: str | os.PathLike, dirname: str, members: list[tuple[str, bytes]]) -> Path:
+    """A gzip'd GNU tar at ``path`` holding the directory ``dirname`` and then ``members`` (name, bytes)
+    in order; mtimes 0, so the same members give the same bytes."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as fh, gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            dir_info = tarfile.TarInfo(CIFAR10_DIRNAME)
+            dir_info = tarfile.TarInfo(dirname)
             dir_info.type = tarfile.DIRTYPE
             dir_info.mode = 0o755
             dir_info.mtime = 0

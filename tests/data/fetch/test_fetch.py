@@ -79,6 +79,7 @@ def test_registry_entries_are_consistent():
         "fashion_mnist",
         "kmnist",
         "cifar10",
+        "cifar100",
         "criteo_attribution",
         "criteo_search",
         "census1940",
@@ -101,6 +102,7 @@ def test_registry_entries_are_consistent():
                 assert h is None or (len(h) == n and h == h.lower())
     assert DATASETS["kmnist"].file("train-images-idx3-ubyte.gz").md5 == "bdb82020997e1d708af4cf47b453dcf7"
     assert DATASETS["cifar10"].files[0].md5 == "c58f30108f718f92721af3b95e74349a"
+    assert DATASETS["cifar100"].files[0].md5 == "eb9058c3a382ffc7106e4002c42a8d85"
     assert not DATASETS["criteo_search"].files[0].has_published_checksum
 
 
