@@ -23,13 +23,19 @@ def fake_method(name: str, axes=("learning_rate",), kinds=("image",)):
 
 
 def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
-    """Makes ``names`` look implemented to the planner (and nothing else)."""
+    """Makes ``names`` look implemented to the planner (and nothing else). The planner's cache of methods'
+    optional axes is swapped for a fresh one for the test, so no fake's axes outlive it."""
+    import functools
+
+    from labeldp import plan
     from labeldp.methods import registry
 
     real_is, real_get = registry.is_implemented, registry.get_method
     fakes = {n: fake_method(n, axes) for n in names}
     monkeypatch.setattr(registry, "is_implemented", lambda n: n in fakes or real_is(n))
     monkeypatch.setattr(registry, "get_method", lambda n: fakes[n] if n in fakes else real_get(n))
+    fresh = functools.lru_cache(maxsize=None)(plan.optional_hyperparameters.__wrapped__)
+    monkeypatch.setattr(plan, "optional_hyperparameters", fresh)
     return fakes
 
 
