@@ -181,6 +181,11 @@ class SmokeDag:
     dry_run_after: str
     report_html: Path
 
+    @property
+    def reports(self) -> Path:
+        """The smoke profile's reports directory (tables, figures, scorecard, audit)."""
+        return self.work / "reports/smoke"
+
 
 def run_smoke_dag(work: Path, mirror: Path) -> SmokeDag:
     """Runs the smoke DAG in ``work`` (created): partial run, kill, resume, dry run, report (module docstring).

@@ -41,8 +41,7 @@ def test_the_smoke_dag_resumes_after_a_kill_without_redoing_finished_jobs(smoke_
 @pytest.mark.smoke_dag
 def test_every_table_and_figure_exists_and_the_not_run_ones_say_why(smoke_dag):
     """Every target's files, "not run" with its reason where the data is proprietary or missing, the scorecard and the HTML report."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    rep = smoke_dag.reports
     for t in TABLES:
         for ext in ("md", "csv", "tex"):
             assert (rep / "tables" / f"{t}.{ext}").stat().st_size > 0
@@ -72,8 +71,7 @@ def test_every_table_and_figure_exists_and_the_not_run_ones_say_why(smoke_dag):
 @pytest.mark.smoke_dag
 def test_the_label_canary_audit_ran_for_every_classification_column(smoke_dag):
     """The audit's check passed for every column."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    rep = smoke_dag.reports
     audit_rows = csv_rows(rep / "audit/audit.csv")
     assert len(audit_rows) == 7 and all(r["status"] == "ok" for r in audit_rows), audit_rows
     assert all(0.0 <= float(r["audited_lower_bound"]) <= float(r["epsilon_label_substitution"]) for r in audit_rows)

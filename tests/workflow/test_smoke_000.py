@@ -11,13 +11,12 @@ from tests.workflow.smoke_dag import csv_rows
 
 from labeldp.methods import registry
 
+pytestmark = [pytest.mark.slow, pytest.mark.smoke_dag]  # every test here reads the session's smoke DAG
 
-@pytest.mark.slow
-@pytest.mark.smoke_dag
+
 def test_table5a_has_every_cell_or_not_run_beside_the_paper(smoke_dag):
     """000 Table 5a on real MNIST, the stand-in flagged where used, and Tables 7 and 11."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    rep = smoke_dag.reports
     rows = csv_rows(rep / "tables/table5_mnist.csv")
     np_row = next(r for r in rows if r["column"] == "nonprivate")
     assert np_row["status"] == "ok" and float(np_row["mean"]) > 20.0, np_row  # chance is 10%
@@ -44,12 +43,9 @@ def test_table5a_has_every_cell_or_not_run_beside_the_paper(smoke_dag):
     assert "STAND-IN DATA" in (rep / "tables/table11.md").read_text()  # CIFAR-10 and Criteo are stand-ins here
 
 
-@pytest.mark.slow
-@pytest.mark.smoke_dag
 def test_table6_runs_on_simclr_features_and_quotes_pate_fm(smoke_dag):
     """000 Table 6: every method on SimCLR features of both datasets, PATE-FM quoted, the encoder stated."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    work, rep = smoke_dag.work, smoke_dag.reports
     # 000 Table 6: SimCLR features (pre-trained by the same rules on the CIFAR-10 stand-in and on real
     # FashionMNIST), every method ran on them, PATE-FM is quoted, the encoder is stated
     for t, dataset in (("table6", "cifar10"), ("table6_fashion_mnist", "fashion_mnist")):
@@ -65,12 +61,9 @@ def test_table6_runs_on_simclr_features_and_quotes_pate_fm(smoke_dag):
     assert "quoted: 73.4" in (rep / "tables/table6.md").read_text()
 
 
-@pytest.mark.slow
-@pytest.mark.smoke_dag
 def test_table12_and_figures_2_and_4_come_from_their_records(smoke_dag):
     """000 Table 12's eps* brackets, Figure 2's curves and Figure 4's confusion matrices."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    work, rep = smoke_dag.work, smoke_dag.reports
     # 000 Table 12 from its sweeps' cells: every row has an eps* bracket (or an open one) and the paper's beside
     t12 = csv_rows(rep / "tables/table12.csv")
     assert [r["key"] for r in t12] == ["K=2", "K=5", "K=10", "delta=1/n", "delta=1/n^1.1", "delta=1/n^1.2"], t12

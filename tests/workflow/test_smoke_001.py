@@ -7,13 +7,12 @@ import pytest
 
 from tests.workflow.smoke_dag import csv_rows
 
+pytestmark = [pytest.mark.slow, pytest.mark.smoke_dag]  # every test here reads the session's smoke DAG
 
-@pytest.mark.slow
-@pytest.mark.smoke_dag
+
 def test_lpmst_tables_and_figures_have_their_numbers(smoke_dag):
     """001 Tables 1, 3, 4, 5 and Figures 1-5, stand-ins said so."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    rep = smoke_dag.reports
     # 001 Table 4 (both halves, `lpmst_table4`): LP-1ST / LP-2ST / LP-3ST and the non-private model with 001's
     # recipe; 001's values beside LP-1ST, LP-2ST and the non-private model (001 prints no LP-3ST here)
     for t in ("lpmst_table4_mnist", "lpmst_table4_fashion_mnist"):

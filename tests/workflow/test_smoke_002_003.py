@@ -6,13 +6,12 @@ import pytest
 
 from tests.workflow.smoke_dag import FIGURES, HYBRID_FIGURES, csv_rows
 
+pytestmark = [pytest.mark.slow, pytest.mark.smoke_dag]  # every test here reads the session's smoke DAG
 
-@pytest.mark.slow
-@pytest.mark.smoke_dag
+
 def test_hybrid_tables_and_figures_stand_beside_002(smoke_dag):
     """002's tables (relative AUC loss, 002 beside) and Figures 2-4; Table 4 prints every published cell."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    rep = smoke_dag.reports
     for f in HYBRID_FIGURES:  # 002 Figures 2-4: every series has a regenerated point and 002's value beside it
         for ext in ("md", "csv", "png", "pdf"):
             assert (rep / "figures" / f"{f}.{ext}").stat().st_size > 0
@@ -29,12 +28,9 @@ def test_hybrid_tables_and_figures_stand_beside_002(smoke_dag):
         assert "relative AUC loss" in (rep / f"tables/{t}.md").read_text()
 
 
-@pytest.mark.slow
-@pytest.mark.smoke_dag
 def test_regression_outputs_ran_every_randomizer_on_the_standins(smoke_dag):
     """003's figures and Table G.3 on the stand-ins, and Figure 2's exact example."""
-    work = smoke_dag.work
-    rep = work / "reports/smoke"
+    rep = smoke_dag.reports
     # 003's regression outputs: every randomizer ran on the synthetic stand-ins, and says so
     for f in FIGURES:
         rows = csv_rows(rep / f"figures/{f}.csv")
