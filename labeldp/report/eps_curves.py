@@ -15,7 +15,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeldp.report.render import save_figure, write_report_files
+from labeldp.report.outputs import renderer
+from labeldp.report.render import save_figure
 from labeldp.report.tables import LOWER_IS_BETTER, build_table
 
 __all__ = ["build_rows", "main_eps_curves"]
@@ -127,16 +128,6 @@ def _plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
     plt.close(fig)
 
 
-def main_eps_curves(config, figure: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """Writes ``<figure>.md``, ``.csv`` and the plot (``.png``, ``.pdf``) in ``out_dir`` (the plot in
-    ``plot_dir`` when given)."""
-    rows = build_rows(config, figure)
-    return write_report_files(
-        out_dir,
-        figure,
-        rows=rows,
-        markdown=_markdown(config, figure, rows),
-        draw=lambda png, pdf: _plot(config, figure, rows, png, pdf),
-        plot_dir=plot_dir,
-        tex=False,
-    )
+#: Writes ``<figure>.md``, ``.csv`` and the plot (``.png``, ``.pdf``) in ``out_dir`` (the plot in
+#: ``plot_dir`` when given).
+main_eps_curves = renderer(build_rows, _markdown, _plot)

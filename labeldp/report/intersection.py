@@ -19,7 +19,8 @@ import csv
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from labeldp.report.render import save_figure, write_report_files
+from labeldp.report.outputs import renderer
+from labeldp.report.render import save_figure
 from labeldp.report.tables import build_table
 
 __all__ = ["bracket", "build_rows", "load_paper_brackets", "main_intersection"]
@@ -172,15 +173,5 @@ def _plot(config, table: str, rows, png: Path, pdf: Path) -> None:
     plt.close(fig)
 
 
-def main_intersection(config, table: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and its plot in ``plot_dir``."""
-    rows = build_rows(config, table)
-    return write_report_files(
-        out_dir,
-        table,
-        rows=rows,
-        markdown=_markdown(config, table, rows),
-        draw=lambda png, pdf: _plot(config, table, rows, png, pdf),
-        plot_dir=plot_dir,
-        tex=True,
-    )
+#: Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and its plot in ``plot_dir``.
+main_intersection = renderer(build_rows, _markdown, _plot, tex=True)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeldp.report.render import save_figure, write_report_files
+from labeldp.report.outputs import renderer
+from labeldp.report.render import save_figure
 from labeldp.report.tables import load_reference
 
 __all__ = ["build_rows", "main_not_run"]
@@ -66,15 +67,7 @@ def _plot(config, table: str, png: Path, pdf: Path) -> None:
     plt.close(fig)
 
 
-def main_not_run(config, table: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and a plot that says "not run" (``plot_dir``)."""
-    rows = build_rows(config, table)
-    return write_report_files(
-        out_dir,
-        table,
-        rows=rows,
-        markdown=_markdown(config, table, rows),
-        draw=lambda png, pdf: _plot(config, table, png, pdf),
-        plot_dir=plot_dir,
-        tex=True,
-    )
+#: Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and a plot that says "not run" (``plot_dir``).
+main_not_run = renderer(
+    build_rows, _markdown, lambda config, table, rows, png, pdf: _plot(config, table, png, pdf), tex=True
+)

@@ -22,7 +22,8 @@ from typing import Any, Mapping
 
 from labeldp import records
 from labeldp.plan import table_runs
-from labeldp.report.render import save_figure, write_report_files
+from labeldp.report.outputs import renderer
+from labeldp.report.render import save_figure
 from labeldp.report.tables import load_reference
 
 __all__ = ["build_rows", "main_run_times", "METRIC"]
@@ -142,15 +143,7 @@ def _plot(config, table: str, rows, png: Path, pdf: Path) -> None:
     plt.close(fig)
 
 
-def main_run_times(config, table: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and its plot in ``plot_dir``."""
-    rows = build_rows(config, table, load_reference(config["reference_dir"]))
-    return write_report_files(
-        out_dir,
-        table,
-        rows=rows,
-        markdown=_markdown(config, table, rows),
-        draw=lambda png, pdf: _plot(config, table, rows, png, pdf),
-        plot_dir=plot_dir,
-        tex=True,
-    )
+#: Writes ``<table>.md``, ``.csv``, ``.tex`` in ``out_dir`` and its plot in ``plot_dir``.
+main_run_times = renderer(
+    lambda config, table: build_rows(config, table, load_reference(config["reference_dir"])), _markdown, _plot, tex=True
+)

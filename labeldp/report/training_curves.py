@@ -21,7 +21,8 @@ import numpy as np
 
 from labeldp import records
 from labeldp.plan import cell_runs, columns
-from labeldp.report.render import save_figure, write_report_files
+from labeldp.report.outputs import renderer
+from labeldp.report.render import save_figure
 from labeldp.report.tables import build_table
 
 __all__ = ["build_rows", "main_training_curves"]
@@ -138,15 +139,5 @@ def _plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
     plt.close(fig)
 
 
-def main_training_curves(config, figure: str, out_dir: Path, plot_dir: Path | None = None) -> int:
-    """Writes ``<figure>.md``, ``.csv`` and its plot (``.png``, ``.pdf``) in ``out_dir`` (``plot_dir`` if given)."""
-    rows = build_rows(config, figure)
-    return write_report_files(
-        out_dir,
-        figure,
-        rows=rows,
-        markdown=_markdown(config, figure, rows),
-        draw=lambda png, pdf: _plot(config, figure, rows, png, pdf),
-        plot_dir=plot_dir,
-        tex=False,
-    )
+#: Writes ``<figure>.md``, ``.csv`` and its plot (``.png``, ``.pdf``) in ``out_dir`` (``plot_dir`` if given).
+main_training_curves = renderer(build_rows, _markdown, _plot)
