@@ -45,6 +45,9 @@ def smoke_dag_in_background(request, tmp_path_factory):
         work = tmp_path_factory.mktemp("smoke_dag") / "w"
         request.config.stash[SMOKE_DAG_KEY] = BackgroundSmokeDag(work, mirror_dir())
     yield
+    handle = request.config.stash.get(SMOKE_DAG_KEY, None)
+    if handle is not None:
+        handle.stop()  # a session cut short (-x, Ctrl-C) leaves no Snakemake behind
 
 
 @pytest.fixture(scope="session")

@@ -98,7 +98,23 @@ __all__ = [
     "csv_rows",
     "run_records",
     "run_smoke_dag",
+    "kill_group",
+    "LIVE",
 ]
+
+
+#: Snakemake processes running now (each the leader of its own process group), killed by :func:`kill_group`
+LIVE: set[subprocess.Popen] = set()
+
+
+def kill_group(child: subprocess.Popen) -> None:
+    """SIGKILLs ``child``'s process group (Snakemake and its jobs) if it still runs, and reaps it."""
+    if child.poll() is None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        child.wait()
 
 
 def run_snakemake(workdir: Path, *args: str, mirror: Path, check=True, timeout=2400, extra_config=()):
@@ -119,7 +135,18 @@ def run_snakemake(workdir: Path, *args: str, mirror: Path, check=True, timeout=2
         *extra_config,
     ]
     env = dict(os.environ, LABELDP_DATA_MIRROR=str(mirror))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    ) as child:
+        LIVE.add(child)
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except BaseException:
+            kill_group(child)
+            raise
+        finally:
+            LIVE.discard(child)
+    proc = subprocess.CompletedProcess(cmd, child.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
     return proc
@@ -205,6 +232,7 @@ def run_smoke_dag(work: Path, mirror: Path) -> SmokeDag:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    LIVE.add(proc)
     first = None
     deadline = time.time() + 900
     while time.time() < deadline and proc.poll() is None:
@@ -215,9 +243,8 @@ def run_smoke_dag(work: Path, mirror: Path) -> SmokeDag:
             first = done[0]
             break
         time.sleep(0.2)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_group(proc)
+    LIVE.discard(proc)
     if first is None:
         raise AssertionError("no result record appeared before the kill")
     first_time = first.stat().st_mtime_ns
@@ -251,6 +278,12 @@ class BackgroundSmokeDag:
             self.outcome = run_smoke_dag(work, mirror)
         except BaseException as exc:  # handed to the waiting test
             self.outcome = exc
+
+    def stop(self) -> None:
+        """Kills the Snakemake run in progress, if any (the session ends before a smoke test waited)."""
+        for child in list(LIVE):
+            kill_group(child)
+        self.thread.join(timeout=60)
 
     def result(self) -> SmokeDag:
         self.thread.join()
