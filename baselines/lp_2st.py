@@ -32,8 +32,9 @@ searched only where the table's grid lists them.
 
 Training recipe: 000 Table 5's baselines run with 000 Table 8's plain SGD grid (the default);
 a variant may set 001 Appendix B's recipe (:data:`labeldp.methods.common.RECIPE_OPTIONS`:
-momentum, the warm-up / linear-decay schedule, l2), as 001 Table 4's target does. Not
-implemented: 001's data augmentation and its simplified Inception network.
+momentum, the warm-up / linear-decay schedule, l2), as 001 Table 4's target does, and may pick
+001's networks (option ``model``: ``inception_001`` / ``resnet18_v2_cifar``, with BatchNorm) and
+its data augmentation (option ``augment: crop_flip_cutout``); see :mod:`baselines.lp_mst`.
 
 This is :mod:`baselines.lp_mst` with T = 2 (the same code, streams and records); this module
 keeps LP-2ST's method id and its record's flat ``details``.
@@ -53,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from baselines.lp_mst import train_multi_stage
+from baselines.lp_mst import augment_record, train_multi_stage
 from labeldp.mechanisms.multi_stage_queries import (
     TWO_STAGE_FRACTIONS,
     LabelOracle,
@@ -253,6 +254,8 @@ def run(data, spec: RunSpec) -> MethodResult:
             "warmup_fraction": cfg.warmup_fraction,
             "l2": cfg.l2,
         }
+        details["model"] = staged.model
+        details["augment"] = augment_record(cfg)
     return MethodResult(
         metrics=staged.metrics(),
         privacy=common.pure_label_dp(

@@ -25,9 +25,12 @@ default fractions this is exactly :mod:`baselines.lp_2st` (same streams, same re
 
 Training recipe: the variant's options :data:`labeldp.methods.common.RECIPE_OPTIONS` (001
 Appendix B: momentum 0.9, a linear warm-up over 15% of the steps then linear decay, l2 1e-4)
-and the grid's ``mixup_alpha1`` (stage 1) / ``mixup_alpha2`` (every later stage). Not
-implemented: 001's data augmentation (random crop, flip, cutout) and its simplified Inception
-network; the model is the dataset's 000 Table 10 model.
+and the grid's ``mixup_alpha1`` (stage 1) / ``mixup_alpha2`` (every later stage). The network
+is the dataset's 000 Table 10 model unless the option ``model`` names another: 001 Appendix B's
+``inception_001`` (MNIST family) or ``resnet18_v2_cifar`` (CIFAR), both with BatchNorm
+(:mod:`labeldp.models_001`); the option ``augment: crop_flip_cutout`` turns on 001's data
+augmentation (random crop, flip, cutout; :mod:`labeldp.augment`). The record's ``details`` say
+which model and augmentation ran.
 
 Privacy: every label is queried exactly once, by an eps-DP randomizer whose prior depends only
 on earlier randomised labels and public inputs, so by adaptive parallel composition (001
@@ -99,6 +102,13 @@ def stages_of(spec: RunSpec, *, default_stages: int) -> tuple[int, tuple[float, 
     return stages, stage_fractions_for(stages, fractions)
 
 
+def augment_record(config) -> dict[str, Any]:
+    """What augmentation a run's :class:`labeldp.training.TrainConfig` applied (for its record)."""
+    if config.augment == "none":
+        return {"kind": "none"}
+    return {"kind": config.augment, "pad": int(config.augment_pad), "cutout": int(config.augment_cutout)}
+
+
 def top_k_accuracy_pct(logits, labels) -> list[float]:
     """The share (%) of ``labels`` among the top-k of ``logits``' rows, for k = 1..K (ties: the lower index)."""
     import numpy as np
@@ -124,6 +134,7 @@ class MultiStageRun:
       mixup: ``{1: stage 1's alpha, 2: every later stage's}``.
       audit_log_probs: the final model's log-probabilities at the audit canaries (or None).
       rating_metrics: the final model's ``test_rmse`` where the classes are ratings (001 Table 3), else empty.
+      model: the registry name of the network that trained (:mod:`labeldp.models`).
     """
 
     stages: int
@@ -138,6 +149,7 @@ class MultiStageRun:
     mixup: dict
     audit_log_probs: Any
     rating_metrics: dict = dataclasses.field(default_factory=dict)
+    model: str = ""
 
     def metrics(self) -> dict[str, Any]:
         import math
@@ -187,7 +199,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
     stages, fractions = stages_of(spec, default_stages=default_stages)
     k = int(data.num_classes)
     temperature = float(option_or_axis(spec, "temperature", 1.0))
-    model = build_model_for(data)
+    model = build_model_for(data, options=spec.options)
     config = train_config(spec)
     mixup = {s: float(spec.hparams.get(f"mixup_alpha{s}", OPTIONAL_HYPERPARAMETERS[f"mixup_alpha{s}"])) for s in (1, 2)}
     x_train, x_test = to_float_images(data.x_train), to_float_images(data.x_test)
@@ -238,6 +250,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
         mixup=mixup,
         audit_log_probs=audit_log_probs(model, results[-1].params, data),
         rating_metrics=rating_metrics(model, results[-1].params, data),
+        model=model.name,
     )
 
 
@@ -300,6 +313,8 @@ def run(data, spec: RunSpec) -> MethodResult:
             "warmup_fraction": cfg.warmup_fraction,
             "l2": cfg.l2,
         },
+        "model": staged.model,
+        "augment": augment_record(cfg),
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
     }
     return MethodResult(

@@ -15,6 +15,11 @@ default is ``SAME``; with ``SAME`` the MNIST model has 15,210 parameters (the fi
 project's machine notes measure), with ``VALID`` 9,066. ``SAME`` is the default here and the
 padding is a model option recorded in every result.
 
+001's networks with BatchNorm (:mod:`labeldp.models_001`) are registered here too: ``inception_001``
+(MNIST family) and ``resnet18_v2_cifar`` (CIFAR). A BatchNorm model's state, the object
+:meth:`ModelSpec.init` returns and :meth:`ModelSpec.logits` takes, is the variables dict
+``{"params": ..., "batch_stats": ...}``; for the other models it is the parameters alone.
+
 All models take NHWC float inputs scaled to [0, 1] and return logits of shape (n, K).
 """
 
@@ -30,14 +35,17 @@ import jax.numpy as jnp
 
 from labeldp.collaborative_filtering import NeuralCollaborativeFiltering
 from labeldp.dpsgd.tape import Tape, avg_pool_2x2, max_pool_2x2, row_keys
+from labeldp.models_001 import Inception001, ResNet18V2Cifar
 
 __all__ = [
     "MnistCNN",
     "CifarCNN",
     "LinearClassifier",
     "FEATURES_MODEL",
+    "BATCH_NORM_MODELS",
     "ModelSpec",
     "build_model",
+    "require_no_batch_norm",
     "num_params",
 ]
 
@@ -131,7 +139,13 @@ _MODELS: dict[str, Callable[..., nn.Module]] = {
     "cifar_cnn": CifarCNN,
     "linear": LinearClassifier,
     "ncf": NeuralCollaborativeFiltering,  # 001 Table 3 (MovieLens-1M)
+    "inception_001": Inception001,
+    "resnet18_v2_cifar": ResNet18V2Cifar,
 }
+
+#: The registered models with BatchNorm (001 Appendix B's networks): trained by the non-private path
+#: only (:mod:`labeldp.training`); DP-SGD refuses them (per-example gradients and batch statistics do not mix).
+BATCH_NORM_MODELS = ("inception_001", "resnet18_v2_cifar")
 
 #: Each model's forward pass through the tape of the fast DP-SGD step (:mod:`labeldp.dpsgd.clipping`,
 #: formulation ``bookkeeping``); a model without one trains with the reference ``vmap_grad`` formulation.
@@ -151,20 +165,39 @@ class ModelSpec:
       module: the Flax module.
       input_shape: shape of one example (H, W, C).
       has_dropout: whether ``apply`` needs a ``dropout`` rng when ``train=True``.
+      has_batch_norm: whether the model keeps BatchNorm statistics; its state is then the variables
+        dict ``{"params", "batch_stats"}`` (module docstring).
     """
 
     name: str
     module: nn.Module
     input_shape: tuple[int, ...]
     has_dropout: bool
+    has_batch_norm: bool = False
 
     def init(self, rng: jax.Array):
-        """Returns initial parameters for one example batch of zeros."""
-        return self.module.init(rng, jnp.zeros((1, *self.input_shape), jnp.float32))["params"]
+        """Returns the initial state for one example batch of zeros: the parameters, or for a
+        BatchNorm model the variables ``{"params", "batch_stats"}``."""
+        variables = self.module.init(rng, jnp.zeros((1, *self.input_shape), jnp.float32))
+        if self.has_batch_norm:
+            return {"params": variables["params"], "batch_stats": variables["batch_stats"]}
+        return variables["params"]
 
     def logits(self, params, x: jax.Array) -> jax.Array:
-        """Deterministic logits ``f(params, x) -> (n, K)`` (dropout off)."""
-        return self.module.apply({"params": params}, x, train=False)
+        """Deterministic logits ``f(params, x) -> (n, K)`` (dropout off; BatchNorm with the running
+        statistics of the state ``params``)."""
+        variables = params if self.has_batch_norm else {"params": params}
+        return self.module.apply(variables, x, train=False)
+
+    def batch_norm_train_logits(self, params, batch_stats, x: jax.Array) -> tuple[jax.Array, Any]:
+        """A BatchNorm model's training-mode logits (batch statistics) and its updated running
+        statistics: ``(logits, new_batch_stats)``."""
+        if not self.has_batch_norm:
+            raise ValueError(f"model {self.name!r} has no BatchNorm")
+        logits, updates = self.module.apply(
+            {"params": params, "batch_stats": batch_stats}, x, train=True, mutable=["batch_stats"]
+        )
+        return logits, updates["batch_stats"]
 
     @property
     def tapped(self) -> Callable[[Any, jax.Array, Tape], jax.Array] | None:
@@ -188,7 +221,8 @@ def build_model(
     """Builds a registered model.
 
     Args:
-      name: ``mnist_cnn`` (000 Table 10a), ``cifar_cnn`` (000 Table 10b), ``linear`` (on features) or
+      name: ``mnist_cnn`` (000 Table 10a), ``cifar_cnn`` (000 Table 10b), ``linear`` (on features),
+        ``inception_001`` or ``resnet18_v2_cifar`` (001 Appendix B, with BatchNorm; SAME padding only), or
         ``ncf`` (001 Table 3's collaborative filtering network).
       input_shape: shape (H, W, C) of one example, (D,) for features, (2,) for (user, item) pairs.
       num_classes: number of output logits K.
@@ -203,7 +237,29 @@ def build_model(
     if padding not in ("SAME", "VALID"):
         raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
     module = _MODELS[name](num_classes=num_classes, padding=padding, **sizes)
-    return ModelSpec(name=name, module=module, input_shape=tuple(input_shape), has_dropout=name == "cifar_cnn")
+    return ModelSpec(
+        name=name,
+        module=module,
+        input_shape=tuple(input_shape),
+        has_dropout=name == "cifar_cnn",
+        has_batch_norm=name in BATCH_NORM_MODELS,
+    )
+
+
+def require_no_batch_norm(model: ModelSpec, *, method: str) -> None:
+    """Refuses a BatchNorm model for a DP-SGD method.
+
+    Raises:
+      ValueError: ``model`` has BatchNorm (its batch statistics mix examples, so per-example
+        clipping would not bound one label's influence, and the DP-SGD step keeps no such state).
+    """
+    if model.has_batch_norm:
+        raise ValueError(
+            f"{method} trains with DP-SGD, which does not support BatchNorm model {model.name!r} (batch "
+            "statistics mix examples, so per-example clipping no longer bounds one label's influence); "
+            "drop the variant's 'model' option to use the dataset's 000 Table 10 model, or run the "
+            "BatchNorm model with a non-private-training method (lp_mst, lp_2st, nonprivate)"
+        )
 
 
 def num_params(params) -> int:

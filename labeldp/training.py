@@ -21,11 +21,9 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from labeldp.dpsgd.chunks import sum_over_chunks
-from labeldp.dpsgd.clipping import default_chunk_size
-from labeldp.dpsgd.sgd_step import resolve_forward
-from labeldp.dpsgd.tape import Tape, row_keys
+from labeldp.augment import AUGMENTATIONS, DEFAULT_CUTOUT, DEFAULT_PAD
 from labeldp.models import ModelSpec
+from labeldp.training_step import TargetTransform, make_weighted_sgd_step, mixup_batch
 
 __all__ = [
     "TrainConfig",
@@ -33,6 +31,7 @@ __all__ = [
     "to_float_images",
     "one_hot",
     "mixup_batch",
+    "make_weighted_sgd_step",
     "LR_SCHEDULES",
     "sgd_optimizer",
     "train_weighted",
@@ -61,6 +60,10 @@ class TrainConfig:
       warmup_fraction: the warm-up share of ``warmup_linear_decay`` (001: 0.15).
       l2: coefficient ``c`` of an l2 penalty ``c * sum(w ** 2)`` over all parameters added to the
         loss (001 Appendix B: 1e-4), applied as weight decay ``2 c w`` before momentum.
+      augment: 001 Appendix B's data augmentation, ``none`` (off) or ``crop_flip_cutout`` (random
+        crop after ``augment_pad`` pixels of zero padding, left-right flip, ``augment_cutout``-pixel
+        cutout; :mod:`labeldp.augment`), applied per batch from a key of the run's key stream.
+      augment_pad, augment_cutout: the crop padding and cutout side in pixels (001 states none; 4 and 8).
       progress: show a tqdm progress bar.
     """
 
@@ -72,6 +75,9 @@ class TrainConfig:
     lr_schedule: str = "constant"
     warmup_fraction: float = 0.15
     l2: float = 0.0
+    augment: str = "none"
+    augment_pad: int = DEFAULT_PAD
+    augment_cutout: int = DEFAULT_CUTOUT
     progress: bool = True
 
     def __post_init__(self):
@@ -85,6 +91,12 @@ class TrainConfig:
             raise ValueError(f"l2 must be a finite number >= 0 (0 = off), got {self.l2!r}")
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1) (0 = plain SGD), got {self.momentum!r}")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {self.augment!r}")
+        if int(self.augment_pad) < 0 or int(self.augment_cutout) < 0:
+            raise ValueError(
+                f"augment_pad and augment_cutout must be >= 0, got {self.augment_pad}, {self.augment_cutout}"
+            )
 
 
 #: The step-size schedules of :class:`TrainConfig`.
@@ -155,118 +167,6 @@ def one_hot(labels: np.ndarray, num_classes: int) -> np.ndarray:
     return np.eye(num_classes, dtype=np.float32)[labels]
 
 
-def _weighted_ce(logits: jax.Array, weights: jax.Array) -> jax.Array:
-    return -jnp.sum(weights * jax.nn.log_softmax(logits, axis=-1), axis=-1)
-
-
-TargetTransform = Callable[[jax.Array, jax.Array], jax.Array]
-"""``(w_batch, logits) -> targets``: per-step targets computed from the stored rows and the
-logits of the same forward pass (traced under ``jax.jit``; e.g. ALIBI's posterior)."""
-
-
-def mixup_batch(
-    x: jax.Array, w: jax.Array, rng: jax.Array, *, alpha: float, mask: jax.Array | None = None
-) -> tuple[jax.Array, jax.Array]:
-    """Mixup (Zhang et al. 2018), as 001 Appendix B uses it for learning with noisy labels.
-
-    Each real example ``i`` of the batch is paired with example ``pi(i)`` of a uniformly random
-    permutation ``pi`` of the real rows (padding rows, ``mask == 0``, are paired only among
-    themselves, so they never leak into a real row), and both inputs and targets are mixed with one
-    ``lam ~ Beta(alpha, alpha)``: ``x~_i = lam x_i + (1 - lam) x_pi(i)``, ``w~_i = lam w_i +
-    (1 - lam) w_pi(i)``. The weighted cross-entropy is linear in ``w``, so training on ``w~``
-    is the usual mixup loss ``lam l(x~, w) + (1 - lam) l(x~, w_pi)``. Labels enter only as the
-    (already randomised) targets: mixup is post-processing for label DP.
-
-    Args:
-      x: inputs (B, ...).
-      w: target weights (B, K).
-      rng: a JAX key.
-      alpha: the Beta parameter (> 0).
-      mask: optional (B,) 1 for real rows, 0 for padding (default: all real).
-
-    Returns:
-      ``(x~, w~)``.
-    """
-    k_lam, k_perm = jax.random.split(rng)
-    lam = jax.random.beta(k_lam, alpha, alpha)
-    b = x.shape[0]
-    if mask is None:
-        perm = jax.random.permutation(k_perm, b)
-    else:
-        pad = (jnp.asarray(mask) <= 0).astype(jnp.float32)
-        # slots: real rows in index order, then padding rows; partners: real rows in a uniformly
-        # random order, then padding rows in a random order. Slot j's row is paired with partner j.
-        slots = jnp.argsort(pad, stable=True)
-        partners = jnp.argsort(jax.random.uniform(k_perm, (b,)) + 2.0 * pad)
-        perm = jnp.zeros((b,), jnp.int32).at[slots].set(partners.astype(jnp.int32))
-    return lam * x + (1.0 - lam) * x[perm], lam * w + (1.0 - lam) * w[perm]
-
-
-def make_weighted_sgd_step(
-    spec: ModelSpec,
-    optimizer: optax.GradientTransformation,
-    target_transform: TargetTransform | None = None,
-    *,
-    mixup_alpha: float = 0.0,
-) -> Callable:
-    """A jitted step ``(params, opt_state, x, w, mask, rng) -> (params, opt_state, loss)``.
-
-    With ``target_transform`` the loss is the weighted cross-entropy against
-    ``target_transform(w, logits)`` instead of ``w``. With ``mixup_alpha > 0`` the batch is
-    mixed first (:func:`mixup_batch`), real rows only with real rows; the mask still selects
-    the real rows for the loss. On CPU, for a model with a tapped forward, the gradient runs
-    through it in chunks (``step.forward == "tapped"``; same numbers up to float32 rounding).
-    """
-    if mixup_alpha > 0 and target_transform is not None:
-        raise ValueError("mixup and a target_transform (ALIBI's per-step posterior) cannot be combined")
-
-    forward = resolve_forward("auto", tapped_available=spec.tapped is not None)
-
-    def loss_fn(params, x, w, mask, rng):
-        if mixup_alpha > 0:
-            rng, mix_rng = jax.random.split(rng)
-            x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha, mask=mask)
-        logits = spec.train_logits(params, x, rng)
-        if target_transform is not None:
-            w = target_transform(w, logits)
-        per_example = _weighted_ce(logits, w)
-        denom = jnp.maximum(jnp.sum(mask), 1.0)
-        return jnp.sum(per_example * mask) / denom
-
-    def summed_loss(params, x, w, mask, keys):  # the tapped forward, one chunk (row keys: dropout)
-        logits = spec.tapped(params, x, Tape(None, dropout_keys=keys))
-        if target_transform is not None:
-            w = target_transform(w, logits)
-        return jnp.sum(_weighted_ce(logits, w) * mask)
-
-    def tapped_value_and_grad(params, x, w, mask, rng):
-        """The mean loss and its gradient, summed chunk by chunk through the tapped forward
-        (im2col convolutions; :func:`labeldp.dpsgd.sgd_step.resolve_forward`). Mixup mixes the
-        whole batch first, as :func:`loss_fn` does."""
-        if mixup_alpha > 0:
-            rng, mix_rng = jax.random.split(rng)
-            x, w = mixup_batch(x, w, mix_rng, alpha=mixup_alpha, mask=mask)
-        keys = row_keys(rng, mask.shape[0])  # as spec.train_logits(params, x, rng) on the whole batch
-        denom = jnp.maximum(jnp.sum(mask), 1.0)
-
-        def chunk_sums(xc, wc, mc, kc):
-            return jax.value_and_grad(summed_loss)(params, xc, wc, mc, kc)
-
-        loss, grads = sum_over_chunks(chunk_sums, (x, w, mask, keys), chunk_size=default_chunk_size())
-        return loss / denom, jax.tree_util.tree_map(lambda g: g / denom, grads)
-
-    value_and_grad = tapped_value_and_grad if forward == "tapped" else jax.value_and_grad(loss_fn)
-
-    @jax.jit
-    def step(params, opt_state, x, w, mask, rng):
-        loss, grads = value_and_grad(params, x, w, mask, rng)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    step.forward = forward
-    return step
-
-
 def _seeded_init(spec: ModelSpec, seed: int):
     """(the training key stream, the initial parameters) of a run seeded ``seed``."""
     key, init_key = jax.random.split(jax.random.key(seed))
@@ -306,9 +206,9 @@ def train_weighted(
       target_weights: (n, K) weights W; row i is the target of example i (one-hot, soft label
         or debiasing weights).
       config: optimiser settings.
-      seed: seeds initialisation, shuffling and dropout.
-      init_params: start from these parameters instead of a fresh initialisation (LP-2ST
-        stage 2 starts from the stage-1 model).
+      seed: seeds initialisation, shuffling, dropout and augmentation.
+      init_params: start from this model state instead of a fresh initialisation (LP-2ST
+        stage 2 starts from the stage-1 model; for a BatchNorm model, its running statistics too).
       desc: progress bar label.
       on_epoch_end: optional callback ``(epoch, params) -> new target_weights or None``;
         ALIBI's ``prior="epoch"`` mode uses it to refine its soft labels.
@@ -332,8 +232,16 @@ def train_weighted(
     bs = int(config.batch_size)
     steps_per_epoch = -(-n // bs)
     tx = sgd_optimizer(config, total_steps=steps_per_epoch * int(config.epochs))
-    opt_state = tx.init(params)
-    step = make_weighted_sgd_step(spec, tx, target_transform, mixup_alpha=float(config.mixup_alpha))
+    opt_state = tx.init(params["params"] if spec.has_batch_norm else params)
+    step = make_weighted_sgd_step(
+        spec,
+        tx,
+        target_transform,
+        mixup_alpha=float(config.mixup_alpha),
+        augment=config.augment,
+        augment_pad=int(config.augment_pad),
+        augment_cutout=int(config.augment_cutout),
+    )
     rng = np.random.default_rng(seed)
     x_dev = jnp.asarray(x_train)
     w_dev = jnp.asarray(target_weights, dtype=jnp.float32)

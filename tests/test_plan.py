@@ -341,3 +341,18 @@ def test_the_configs_have_no_duplicate_keys():
     Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     for path in sorted((REPO / "workflow" / "config").glob("*.yaml")):
         yaml.load(path.read_text(), Loader=Strict)
+
+
+def test_001_nets_config_puts_001s_networks_and_augmentation_in_001s_tables_and_smoke_keeps_the_small_cnn():
+    from labeldp.config import load_workflow_config
+
+    tables = ["lpmst_table4_mnist", "lpmst_table4_fashion_mnist", "lpmst_table5", "lpmst_table1"]
+    cfg = load_workflow_config(REPO / "workflow/config/lpmst_001_nets.yaml")
+    validate_config(cfg, SCHEMA)
+    runs = plan.select_runs(cfg, tables)
+    assert {r.spec.method for r in runs} == {"lp_mst", "lp_2st", "nonprivate"}
+    for r in runs:
+        want = "resnet18_v2_cifar" if r.spec.dataset == "cifar10" else "inception_001"
+        assert r.spec.options["model"] == want and r.spec.options["augment"] == "crop_flip_cutout", r.spec
+    smoke = plan.select_runs(repo_config("smoke.yaml"), tables)
+    assert smoke and all("model" not in r.spec.options and "augment" not in r.spec.options for r in smoke)

@@ -232,8 +232,20 @@ class MethodResult:
 
 
 #: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
-#: 001 Appendix B's is ``{momentum: 0.9, lr_schedule: warmup_linear_decay, warmup_fraction: 0.15, l2: 1.0e-4}``.
-RECIPE_OPTIONS = ("momentum", "lr_schedule", "warmup_fraction", "l2")
+#: 001 Appendix B's is ``{momentum: 0.9, lr_schedule: warmup_linear_decay, warmup_fraction: 0.15, l2: 1.0e-4}``;
+#: ``model`` picks a registered network instead of the dataset's (001's ``inception_001`` /
+#: ``resnet18_v2_cifar``, :mod:`labeldp.models`) and ``augment`` (``crop_flip_cutout``, with
+#: ``augment_pad`` / ``augment_cutout`` pixels) 001's data augmentation (:mod:`labeldp.augment`).
+RECIPE_OPTIONS = (
+    "momentum",
+    "lr_schedule",
+    "warmup_fraction",
+    "l2",
+    "model",
+    "augment",
+    "augment_pad",
+    "augment_cutout",
+)
 
 
 def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
+
+from labeldp.augment import DEFAULT_CUTOUT, DEFAULT_PAD
 
 from labeldp.methods.base import RECIPE_OPTIONS, RunSpec  # noqa: F401 (RECIPE_OPTIONS: importable from here)
 from labeldp.data.registry import DATASETS
@@ -22,18 +24,26 @@ from labeldp.training import (
 )
 
 
-def build_model_for(data) -> ModelSpec:
-    """The 000 Table 10 model for a prepared image dataset (its ``DatasetSpec.model``; with the sizes the
-    prepared file's ``metadata["model_sizes"]`` states, e.g. 001 Table 3's NCF on MovieLens); the linear
-    classifier for a features dataset (SimCLR representations, 000 Table 6)."""
+def build_model_for(data, *, options: Mapping[str, Any] | None = None) -> ModelSpec:
+    """The model of a run: the variant's ``model`` option (a registered network, e.g. 001's
+    ``inception_001`` / ``resnet18_v2_cifar``) if ``options`` has one, else the dataset's model (000 Table
+    10's CNNs; 001 Table 3's NCF on MovieLens, with the sizes the prepared file's ``metadata["model_sizes"]``
+    states); the linear classifier for a features dataset (SimCLR representations, 000 Table 6).
+
+    Raises:
+      ValueError: a ``model`` option on a features dataset, or an unknown model.
+    """
+    chosen = (options or {}).get("model")
     if getattr(data, "kind", "image") == "features":
+        if chosen is not None:
+            raise ValueError(f"option model={chosen!r}: a features dataset trains its linear head ({FEATURES_MODEL!r})")
         return build_model(FEATURES_MODEL, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes)
-    model = DATASETS[data.name].model if data.name in DATASETS else None
+    model = chosen if chosen is not None else (DATASETS[data.name].model if data.name in DATASETS else None)
     if model is None:
         known = sorted(n for n, s in DATASETS.items() if s.model)
         raise ValueError(f"no model for dataset {data.name!r} (its DatasetSpec.model; datasets with one: {known})")
     sizes = dict((getattr(data, "metadata", None) or {}).get("model_sizes") or {})  # e.g. NCF's embedding tables
-    return build_model(model, input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes, **sizes)
+    return build_model(str(model), input_shape=tuple(data.x_train.shape[1:]), num_classes=data.num_classes, **sizes)
 
 
 def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
@@ -49,6 +59,9 @@ def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
         lr_schedule=str(opts.get("lr_schedule", "constant")),
         warmup_fraction=float(opts.get("warmup_fraction", 0.15)),
         l2=float(opts.get("l2", 0.0)),
+        augment=str(opts.get("augment", "none")),
+        augment_pad=int(opts.get("augment_pad", DEFAULT_PAD)),
+        augment_cutout=int(opts.get("augment_cutout", DEFAULT_CUTOUT)),
         progress=progress,
     )
 

@@ -30,6 +30,7 @@ from labeldp.dpsgd.training_plan import make_training_plan
 from labeldp.dpsgd.vmapped_loop import BatchTooLong, VmappedRun, run_dp_loops_vmapped
 from labeldp.methods.base import MethodResult, RunSpec
 from labeldp.methods.common import build_model_for
+from labeldp.models import require_no_batch_norm
 from labeldp.selection import (
     noisy_accuracy_pct,
     release_validation_labels,
@@ -203,6 +204,8 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
     """
     if not spec.private:
         raise ValueError(f"{spec.method} is a private method: epsilon must be finite, got {spec.epsilon}")
+    model = build_model_for(data, options=spec.options)
+    require_no_batch_norm(model, method=spec.method)  # DP-SGD keeps no BatchNorm state
     arrays = training_arrays(data, spec) if arrays is None else arrays
     hp = spec.hparams
     lr, n1, clip = float(hp["learning_rate"]), int(hp["batch_size"]), float(hp["clip_norm"])
@@ -215,7 +218,6 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
             "depends on which examples were sampled (000 Section 3.4): reference only, not private"
         )
     run_plan = account_run(spec, n=n, amplification=amplification)
-    model = build_model_for(data)
     cfg = DPSGDConfig(
         clip_norm=clip, noise_multiplier=run_plan.noise_multiplier, expected_batch_size=n1, sampling=spec.sampling
     )

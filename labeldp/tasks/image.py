@@ -47,7 +47,8 @@ class ImageTask:
         return np.random.default_rng(list(self.label_entropy(stream)))
 
     def train_on_targets(self, targets: np.ndarray, *, desc: str, confusion: bool = False) -> Trained:
-        """Trains the dataset's model (000 Table 10, or the linear head on features) on ``targets``:
+        """Trains the run's model (the variant's ``model`` option, else the dataset's 000 Table 10 model,
+        or the linear head on features) on ``targets``:
         ``(n,)`` labels (one-hot) or ``(n, K)`` target weights. With ``confusion``, ``details`` has the
         test-set confusion matrices trained and at initialisation (000 Figure 4)."""
         from labeldp.methods.common import build_model_for, train_and_evaluate
@@ -57,7 +58,12 @@ class ImageTask:
         weights = one_hot(targets, self.data.num_classes) if targets.ndim == 1 else targets
         matrices: dict | None = {} if confusion else None
         metrics, timings, audit = train_and_evaluate(
-            build_model_for(self.data), self.data, weights, self.spec, desc=desc, confusion=matrices
+            build_model_for(self.data, options=self.spec.options),
+            self.data,
+            weights,
+            self.spec,
+            desc=desc,
+            confusion=matrices,
         )
         details = {"confusion_matrix": matrices["test"], "confusion_matrix_init": matrices["init"]} if confusion else {}
         return Trained(metrics=metrics, timings=timings, details=details, audit_log_probs=audit)

@@ -216,3 +216,29 @@ def test_on_ratings_lp_mst_records_the_expected_ratings_rmse_and_images_have_non
         assert_label_event_reaccounts(result.privacy.to_dict(target_epsilon=2.0))
     images = lp_mst.run(_fake_data(), _spec("lp_mst", options={"stages": 1}))
     assert "test_rmse" not in images.metrics
+
+
+def test_lp_1st_trains_001s_inception_with_augmentation_and_records_both():
+    import types
+
+    rng = np.random.default_rng(0)
+    data = types.SimpleNamespace(  # tiny 8x8 "MNIST": the Inception is global-pooled, any size >= 4 works
+        x_train=rng.integers(0, 256, (48, 8, 8, 1), dtype=np.uint8),
+        y_train=rng.integers(0, 10, 48),
+        x_test=rng.integers(0, 256, (16, 8, 8, 1), dtype=np.uint8),
+        y_test=rng.integers(0, 10, 16),
+        num_classes=10,
+        name="mnist",
+        source="fake",
+        subset=None,
+    )
+    options = {"stages": 1, "momentum": 0.9, "model": "inception_001", "augment": "crop_flip_cutout"}
+    options |= {"augment_pad": 2, "augment_cutout": 3}
+    spec = dc.replace(_spec("lp_mst", options=options), hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 32})
+    res = lp_mst.run(data, spec)
+    assert res.details["model"] == "inception_001"
+    assert res.details["augment"] == {"kind": "crop_flip_cutout", "pad": 2, "cutout": 3}
+    assert res.metrics["steps"] == 2 and np.isfinite(res.metrics["final_train_loss"])
+    assert 0.0 <= res.metrics["test_accuracy_pct"] <= 100.0
+    plain = lp_mst.run(_fake_data(n_train=64, n_test=16), _spec("lp_mst", options={"stages": 1}))
+    assert plain.details["model"] == "mnist_cnn" and plain.details["augment"] == {"kind": "none"}
