@@ -294,9 +294,11 @@ def test_registry_finds_method(module):
 
     assert get_method(module.NAME) is module
     assert module.HYPERPARAMETERS == ("learning_rate", "epochs", "batch_size")
-    # rr also runs on binary ads data with users (000 Table 7, labeldp.ads): "tabular"; every label
-    # baseline runs on SimCLR features of an image dataset (000 Table 6): "features"
-    assert module.DATASET_KINDS == (("image", "tabular", "features") if module.NAME == "rr" else ("image", "features"))
+    # rr also runs on binary ads data with users (000 Table 7, labeldp.ads): "tabular"; LP-2ST also on
+    # MovieLens' ratings (001 Table 3): "ratings"; every label baseline runs on SimCLR features of an image
+    # dataset (000 Table 6): "features"
+    expected = {"rr": ("image", "tabular", "features"), "lp_2st": ("image", "features", "ratings")}
+    assert module.DATASET_KINDS == expected.get(module.NAME, ("image", "features"))
 
 
 def _fake_data(n_train=256, n_test=128, k=10, seed=0):
