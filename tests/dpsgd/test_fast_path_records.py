@@ -87,7 +87,7 @@ def test_sgd_step_tapped_equals_model_forward(b):
 def test_weighted_sgd_tapped_equals_model_forward(monkeypatch, mixup_alpha):
     """The label baselines' loop: the tapped, chunked gradient (mixup over the whole batch
     first) gives the model forward's update."""
-    from labeldp import training
+    from labeldp import training, training_step
 
     spec = build_model("mnist_cnn", input_shape=(28, 28, 1))
     params = spec.init(jax.random.key(0))
@@ -98,7 +98,7 @@ def test_weighted_sgd_tapped_equals_model_forward(monkeypatch, mixup_alpha):
     mask = jnp.asarray((np.arange(128) < 120).astype(np.float32))
     fast = training.make_weighted_sgd_step(spec, tx, mixup_alpha=mixup_alpha)
     assert fast.forward == "tapped"
-    monkeypatch.setattr(training, "resolve_forward", lambda *a, **k: "model")
+    monkeypatch.setattr(training_step, "resolve_forward", lambda *a, **k: "model")  # the step's own module
     ref = training.make_weighted_sgd_step(spec, tx, mixup_alpha=mixup_alpha)
     assert ref.forward == "model"
     pa, _, la = ref(params, tx.init(params), x, w, mask, jax.random.key(3))
