@@ -93,3 +93,20 @@ def user_package(tmp_path, monkeypatch, package: str, modules: dict[str, str]):
         (pkg / f"{name}.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
     return pkg
+
+
+def dpsgd_spec(options, *, variant: str, batch_size: int):
+    """A one-epoch DP-SGD run on MNIST at eps 1 (smoke profile) with the variant's ``options``."""
+    from labeldp.methods.base import RunSpec
+
+    return RunSpec(
+        dataset="mnist",
+        method="dpsgd",
+        variant=variant,
+        epsilon=1.0,
+        delta=1e-5,
+        seed=0,
+        hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": batch_size, "clip_norm": 1.0},
+        options=options,
+        profile="smoke",
+    )

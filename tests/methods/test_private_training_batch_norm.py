@@ -6,24 +6,13 @@ from __future__ import annotations
 import pytest
 
 from labeldp.denoisers import noop
-from labeldp.methods.base import RunSpec
 from labeldp.methods.private_training import prepare_private_run
 from labeldp.models import build_model, require_no_batch_norm
-from tests.helpers import fake_mnist_images
+from tests.helpers import dpsgd_spec, fake_mnist_images
 
 
 def _spec(options):
-    return RunSpec(
-        dataset="mnist",
-        method="dpsgd",
-        variant="bn",
-        epsilon=1.0,
-        delta=1e-5,
-        seed=0,
-        hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 16, "clip_norm": 1.0},
-        options=options,
-        profile="smoke",
-    )
+    return dpsgd_spec(options, variant="bn", batch_size=16)
 
 
 @pytest.mark.parametrize("model", ["inception_001", "resnet18_v2_cifar"])

@@ -6,23 +6,13 @@ from __future__ import annotations
 import pytest
 
 from labeldp.methods import dpsgd
-from labeldp.methods.base import RunSpec
 from labeldp.methods.private_training import sgd_momentum
 from tests.baselines.test_label_baselines import _fake_data
+from tests.helpers import dpsgd_spec
 
 
 def _spec(options):
-    return RunSpec(
-        dataset="mnist",
-        method="dpsgd",
-        variant="m",
-        epsilon=1.0,
-        delta=1e-5,
-        seed=0,
-        hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 64, "clip_norm": 1.0},
-        options=options,
-        profile="smoke",
-    )
+    return dpsgd_spec(options, variant="m", batch_size=64)
 
 
 def test_momentum_changes_the_training_not_the_privacy():
