@@ -1,7 +1,8 @@
 """Runs per hour: one job per run against one sweep job, on one cell of 000 Table 5a (issue 28).
 
 For each method (DP-SGD, LabelDP-Pro) the benchmark plans one cell of Table 5a on MNIST at eps 1
-with the full config's grid (000 Table 8; epochs replaced by ``--epochs``, the first ``--configs``
+with the full config's grid (000 Table 8; its epochs 2 / 5 / 10 replaced by ``--epochs``, one value each
+for a grid of 36 configurations, or one value for all; the first ``--configs``
 grid points, ``--seeds`` seeds) and trains those runs in each mode, in this order, on the same machine:
 
 * ``single``: one process per run, the command the ``train`` rule ran before sweeps
@@ -59,12 +60,12 @@ TABLE = "table5_mnist"
 EPSILON = 1.0
 
 
-def _config(results: Path, data_dir: Path, *, subset: int, epochs: int, seeds: int) -> dict:
+def _config(results: Path, data_dir: Path, *, subset: int, epochs: list[int], seeds: int) -> dict:
     cfg = load_workflow_config(REPO / "workflow/config/config.yaml")
     cfg = copy.deepcopy(cfg)
     cfg.update(results_dir=str(results), data_dir=str(data_dir), seeds=list(range(seeds)), sweep_max_runs=10_000)
     cfg["datasets"]["mnist"] = {"subset": subset, "standin": False}
-    cfg["grids"][cfg["grid"]]["table5a"] = {**cfg["grids"][cfg["grid"]]["table5a"], "epochs": [epochs]}
+    cfg["grids"][cfg["grid"]]["table5a"] = {**cfg["grids"][cfg["grid"]]["table5a"], "epochs": list(epochs)}
     cfg["reference_dir"] = str(REPO / "workflow/resources/reference")
     return cfg
 
@@ -141,28 +142,34 @@ def _single(runs, cache: Path) -> float:
     return time.perf_counter() - t0
 
 
-def _sweep(cfg, runs, cache: Path, vmap_runs: int = 1) -> float:
+def _sweep(cfg, runs, cache: Path, vmap_runs: int = 1, *, log: Path | None = None, profile: bool = False) -> float:
+    """Seconds of one sweep job over ``runs`` (``log``: its output; ``profile``: under cProfile,
+    the statistics beside the log as ``.prof``)."""
     (job,) = sweeps.plan_sweeps(cfg, runs).values()
+    prefix = ["-m", "cProfile", "-o", str(log.with_suffix(".prof"))] if profile and log else []
     t0 = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "labeldp.sweep_runner",
-            "--sweep",
-            json.dumps(job.to_dict()),
-            "--data",
-            job.prepared_path,
-            "--marker",
-            job.marker_path,
-            "--vmap-runs",
-            str(vmap_runs),
-        ],
-        check=True,
-        cwd=REPO,
-        env=_env(cache),
-        stdout=subprocess.DEVNULL,
-    )
+    with open(log, "w") if log else open(os.devnull, "w") as out:
+        subprocess.run(
+            [
+                sys.executable,
+                *prefix,
+                "-m",
+                "labeldp.sweep_runner",
+                "--sweep",
+                json.dumps(job.to_dict()),
+                "--data",
+                job.prepared_path,
+                "--marker",
+                job.marker_path,
+                "--vmap-runs",
+                str(vmap_runs),
+            ],
+            check=True,
+            cwd=REPO,
+            env=_env(cache),
+            stdout=out,
+            stderr=subprocess.STDOUT if log else None,
+        )
     return time.perf_counter() - t0
 
 
@@ -240,7 +247,19 @@ def _compare_records(single, other) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--subset", type=int, default=10000, help="MNIST training examples (first n)")
-    p.add_argument("--epochs", type=int, default=1, help="epochs of every grid point (Table 8: 2, 5, 10)")
+    p.add_argument(
+        "--epochs",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="the grid's epochs (Table 8: 2 5 10; e.g. 1 2 3 keeps its 36 configurations at reduced cost)",
+    )
+    p.add_argument(
+        "--logs",
+        default=None,
+        help="folder for each sweep job's log (default: discarded); with --profile also its cProfile output",
+    )
+    p.add_argument("--profile", action="store_true", help="run each sweep job under cProfile (needs --logs)")
     p.add_argument("--configs", type=int, default=36, help="grid points per method (Table 8: 36 for DP-SGD)")
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--methods", nargs="+", default=["dpsgd", "labeldp_pro"])
@@ -256,6 +275,10 @@ def main() -> None:
         help="also one sweep job with up to R runs per vmapped program, on all runs (0/1: skip)",
     )
     a = p.parse_args()
+    if a.profile and not a.logs:
+        p.error("--profile writes beside the sweep logs: give --logs DIR")
+    if a.logs:
+        Path(a.logs).mkdir(parents=True, exist_ok=True)
     import jax
 
     device = jax.devices()[0].platform
@@ -277,7 +300,14 @@ def main() -> None:
                 if mode == "single":
                     seconds = _single(runs, cache)
                 else:
-                    seconds = _sweep(cfg, runs, cache, vmap_runs=a.vmap_runs if mode == "vmapped" else 1)
+                    seconds = _sweep(
+                        cfg,
+                        runs,
+                        cache,
+                        vmap_runs=a.vmap_runs if mode == "vmapped" else 1,
+                        log=Path(a.logs) / f"{method}-{mode}.log" if a.logs else None,
+                        profile=a.profile,
+                    )
                 recs[mode] = runs
                 row[mode] = {
                     "runs": len(runs),
