@@ -345,7 +345,7 @@ def main() -> None:
             f"{', '.join(f'{x:.2f}' for x in meta['load_average'])}."
         ),
         (
-            f"What ran: {meta['dataset']}, eps {EPSILON}, {a.epochs} epoch(s) per grid point, {a.seeds} seed(s), "
+            f"What ran: {meta['dataset']}, eps {EPSILON}, epochs {'/'.join(map(str, a.epochs))} per grid point, {a.seeds} seed(s), "
             f"{meta['grid']}; every mode with an empty persistent JAX compilation cache at the start."
         ),
         "",
