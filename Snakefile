@@ -81,6 +81,9 @@ rule all:
         [f"{REPORTS}/figures/criteo_examples_per_user.md"] if USER_FIGURE else [],
         # the label-canary audit, where the config asks for it in `all` (the smoke profile does)
         [f"{config['reports_dir']}/audit/audit.passed"] if (config.get("audit") or {}).get("in_all") else [],
+        # every sweep's marker, so that incomplete records are trained also where the tables are
+        # committed (workflow/rules/aggregate.smk, sweep_markers)
+        lambda wc: sweep_markers(TABLES + FIGURES),
 
 
 include: "workflow/rules/fetch.smk"

@@ -172,3 +172,39 @@ def test_switching_the_data_mirror_does_not_fetch_again(tmp_path, mirror):
         dry = subprocess.run([*cmd, "-n"], capture_output=True, text=True, timeout=600, env=run_env)
         assert dry.returncode == 0, dry.stderr[-3000:]
         assert "fetch" not in _planned(dry.stdout), f"{label}: the fetch was planned again:\n{dry.stdout[-2000:]}"
+
+
+def test_a_committed_table_does_not_hide_its_missing_records(tmp_path):
+    """A fresh clone has the report's tables but no Snakemake metadata, so the tables are newer than
+    anything Snakemake compares them with. The target still asks for its sweeps' markers: a sweep
+    with a missing record is trained and the table rebuilt; with every marker there, nothing is."""
+    first = _dry_run(tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    plan = _planned(first.stdout)
+    markers, tables = plan.get("sweep", []), plan.get("table", [])
+    assert len(markers) >= 2 and tables, first.stdout[-3000:]
+    data_outputs = [p for r in ("fetch", "make_standin", "prepare") for p in plan.get(r, [])]
+    now = time.time()
+    for i, rel in enumerate(data_outputs):
+        _write(tmp_path / rel, "x", now - 3600 + i)
+    done, missing = markers[:-1], markers[-1]
+    for m in done:
+        _write(tmp_path / m, "{}", now - 1800)
+        for rec in _sweep_records(m):
+            _write(tmp_path / rec, "{}", now - 1800)
+    for rec in _sweep_records(missing)[:-1]:  # one record short, no marker
+        _write(tmp_path / rec, "{}", now - 1800)
+    for out in ", ".join(tables).split(", "):  # the committed table: newer than every record
+        _write(tmp_path / out, "committed", now - 60)
+
+    second = _dry_run(tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    again = _planned(second.stdout)
+    assert again.get("sweep", []) == [missing], second.stdout[-3000:]
+    assert again.get("table"), "the table was not rebuilt after its sweep"
+
+    _write(tmp_path / _sweep_records(missing)[-1], "{}", now - 1800)
+    _write(tmp_path / missing, "{}", now - 1800)
+    third = _dry_run(tmp_path)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert "Nothing to be done" in third.stdout, third.stdout[-3000:]

@@ -6,14 +6,18 @@ import json as _json
 report: "../report/workflow.rst"
 
 
-def _table_inputs(wc):
-    # aggregate_existing_only: build from whatever records exist (missing cells say "not run:
-    # N of M planned runs missing"); used for partial CPU/GPU reports. Rebuild with --forcerun table figure.
+def sweep_markers(names):
+    """The markers of the sweeps that hold the runs of the tables / figures ``names`` (a sweep writes
+    its marker when every one of its runs has a record); none under ``aggregate_existing_only``,
+    which builds from whatever records exist (missing cells say "not run: N of M planned runs
+    missing"; used for partial CPU/GPU reports; rebuild with --forcerun table figure)."""
     if config.get("aggregate_existing_only"):
         return []
-    # the markers of the sweeps that hold the table's runs (a sweep writes its marker when every
-    # one of its runs has a record)
-    return sorted({SWEEP_OF_RECORD[r.record_path] for r in TABLE_RUNS[wc.table]})
+    return sorted({SWEEP_OF_RECORD[r.record_path] for name in names for r in TABLE_RUNS[name]})
+
+
+def _table_inputs(wc):
+    return sweep_markers([wc.table])
 
 
 def _paper(wc):
@@ -98,6 +102,10 @@ rule scorecard:
         "--out-dir {REPORTS} {input} > {log} 2>&1"
 
 
+# A target also asks for its sweeps' markers: a committed table is newer than everything Snakemake
+# can compare it with on a fresh clone (no .snakemake metadata), so without them a target whose
+# records are incomplete would print "Nothing to be done"; a missing marker makes its sweep train
+# the missing runs (or, where every record is there, just write the marker), then the table is rebuilt.
 for _t in TABLES:
 
     rule:
@@ -105,6 +113,7 @@ for _t in TABLES:
             _t
         input:
             f"{REPORTS}/tables/{_t}.md",
+            sweep_markers([_t]),
 
 
 # a group target builds every table of its group (config `target_group`, e.g. lpmst_table4: 001 Table 4's halves)
@@ -119,6 +128,7 @@ for _g, _members in _GROUPS.items():
             _g
         input:
             [f"{REPORTS}/tables/{_m}.md" for _m in _members],
+            sweep_markers(_members),
 
 
 for _t in FIGURES:
@@ -128,6 +138,7 @@ for _t in FIGURES:
             _t
         input:
             f"{REPORTS}/figures/{_t}.md",
+            sweep_markers([_t]),
 
 
 rule criteo_examples_per_user:
