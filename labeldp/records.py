@@ -37,6 +37,7 @@ killed job never leaves a half-written record.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import json
 import math
@@ -87,6 +88,12 @@ _PACKAGES = (
 
 def package_versions() -> dict[str, str | None]:
     """Installed versions of the packages a result depends on (None if absent)."""
+    return dict(_package_versions())
+
+
+@functools.lru_cache(maxsize=1)
+def _package_versions() -> dict[str, str | None]:
+    """Read once per process (a sweep writes many records; the installed packages do not change)."""
     out: dict[str, str | None] = {}
     for name in _PACKAGES:
         try:

@@ -12,6 +12,7 @@ never changes).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Callable
 
@@ -290,9 +291,16 @@ def train_weighted(
     )
 
 
+@functools.lru_cache(maxsize=64)
+def _jitted_logits(spec: ModelSpec):
+    """One compiled logits function per model (a sweep evaluates many runs of one model: a new
+    ``jax.jit`` per call would compile again each time)."""
+    return jax.jit(spec.logits)
+
+
 def predict_logits(spec: ModelSpec, params, x: np.ndarray, *, batch_size: int = 2048) -> np.ndarray:
     """Deterministic logits over ``x`` in batches (padded to one compiled shape)."""
-    fn = jax.jit(spec.logits)
+    fn = _jitted_logits(spec)
     n = x.shape[0]
     out = []
     for s in range(0, n, batch_size):

@@ -11,6 +11,7 @@ import pytest
 from labeldp import accounting
 from labeldp.methods.base import PrivacyOutcome, RunSpec
 from labeldp.selection import noisy_accuracy_pct, release_validation_labels, validation_split, with_validation_release
+from tests.helpers import fake_mnist_images
 
 
 def test_the_split_is_fixed_disjoint_and_complete():
@@ -53,7 +54,6 @@ def test_a_run_scoring_on_the_release_is_max_of_both_epsilons_under_each_relatio
 
 def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release():
     from labeldp.methods import registry
-    from tests.baselines.test_label_baselines import _fake_data
 
     spec = RunSpec(
         dataset="mnist",
@@ -65,7 +65,7 @@ def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release()
         hparams=dict(learning_rate=0.2, epochs=1, batch_size=64, clip_norm=1.0),
         options={"validation_fraction": 0.25, "validation_epsilon": 3.0},
     )
-    res = registry.get_method("dpsgd").run(_fake_data(n_train=256, n_test=32), spec)
+    res = registry.get_method("dpsgd").run(fake_mnist_images(n_train=256, n_test=32), spec)
     d = res.details
     assert d["n_fit"] == 192 and d["n_validation"] == 64 and res.details["steps"] == 192 // 64
     assert 0.0 <= res.metrics["validation_noisy_accuracy_pct"] <= 100.0

@@ -11,7 +11,7 @@ from baselines import dpsgd_opacus
 from baselines.torch_models import build_torch_model, nchw_tensor
 from labeldp import accounting
 from labeldp.methods.base import RunSpec
-from tests.baselines.test_label_baselines import _fake_data
+from tests.helpers import fake_mnist_images
 
 
 def _spec(**kw):
@@ -30,7 +30,7 @@ def _spec(**kw):
 
 @pytest.fixture(scope="module")
 def data():
-    return _fake_data()
+    return fake_mnist_images()
 
 
 def test_same_accounting_as_the_jax_engine_and_opacus_agrees(data):

@@ -13,12 +13,11 @@ from labeldp.dpsgd import Batch, make_sgd_step
 from labeldp.dpsgd.sgd_step import resolve_forward
 from labeldp.methods.base import RunSpec
 from labeldp.models import build_model
+from tests.helpers import fake_mnist_images
 
 
 def _fake_data():
-    from tests.baselines.test_label_baselines import _fake_data as fake
-
-    return fake(n_train=256, n_test=64)
+    return fake_mnist_images(n_train=256, n_test=64)
 
 
 @pytest.mark.parametrize("method", ["dpsgd", "labeldp_pro"])

@@ -10,6 +10,7 @@ from labeldp import accounting
 from labeldp.dpsgd import training_plan
 from labeldp.dpsgd.training_plan import DPTrainingPlan, make_training_plan
 from labeldp.methods.base import RunSpec
+from tests.helpers import fake_mnist_images
 
 
 def test_plan_steps_batches_and_epsilon():
@@ -59,7 +60,6 @@ def _count_batches(monkeypatch):
 @pytest.mark.parametrize("method", ["dpsgd", "labeldp_pro"])
 def test_image_methods_draw_the_planned_steps_and_record_the_planned_eps(monkeypatch, method):
     from labeldp.methods import registry
-    from tests.baselines.test_label_baselines import _fake_data
 
     drawn = _count_batches(monkeypatch)
     hp = dict(learning_rate=0.2, epochs=2, batch_size=64, clip_norm=1.0)
@@ -70,7 +70,7 @@ def test_image_methods_draw_the_planned_steps_and_record_the_planned_eps(monkeyp
     spec = RunSpec(
         dataset="mnist", method=method, variant="default", epsilon=2.0, delta=1e-5, seed=0, hparams=hp, options=options
     )
-    res = registry.get_method(method).run(_fake_data(n_train=256, n_test=32), spec)
+    res = registry.get_method(method).run(fake_mnist_images(n_train=256, n_test=32), spec)
     plan = drawn[0]
     assert all(p is plan for p in drawn) and len(drawn) == plan.steps == res.details["steps"] == 2 * 256 // 64
     acc = res.privacy.accounting
@@ -88,7 +88,6 @@ def test_image_methods_draw_the_planned_steps_and_record_the_planned_eps(monkeyp
 def test_opacus_twin_draws_the_plans_batches(monkeypatch):
     pytest.importorskip("opacus")
     from baselines import dpsgd_opacus
-    from tests.baselines.test_label_baselines import _fake_data
 
     drawn = _count_batches(monkeypatch)
     spec = RunSpec(
@@ -100,7 +99,7 @@ def test_opacus_twin_draws_the_plans_batches(monkeypatch):
         seed=0,
         hparams=dict(learning_rate=0.2, epochs=2, batch_size=64, clip_norm=1.0),
     )
-    res = dpsgd_opacus.run(_fake_data(n_train=256, n_test=32), spec)
+    res = dpsgd_opacus.run(fake_mnist_images(n_train=256, n_test=32), spec)
     plan = drawn[0]
     assert all(p is plan for p in drawn) and len(drawn) == plan.steps == 2 * 256 // 64
     assert res.privacy.accounting["noise_multiplier"] == plan.noise_multiplier

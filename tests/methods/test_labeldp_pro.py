@@ -17,6 +17,7 @@ from labeldp import denoisers as D
 from labeldp.methods.base import RunSpec
 from labeldp.methods.labeldp_pro import make_denoiser_for, projection_step_size
 from labeldp.models import build_model
+from tests.helpers import fake_mnist_images
 
 
 @pytest.fixture(scope="module")
@@ -168,9 +169,8 @@ def test_training_records_the_solver_and_both_solvers_train_alike():
     """A whole (tiny) LabelDP-Pro run: the record names the solver, and the two solvers, which
     run the same algorithm, end at the same loss up to float32 rounding."""
     from labeldp.methods import labeldp_pro
-    from tests.baselines.test_label_baselines import _fake_data
 
-    data = _fake_data(n_train=192, n_test=64)
+    data = fake_mnist_images(n_train=192, n_test=64)
     hp = dict(
         learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5, smoothing=0.75
     )
@@ -220,9 +220,8 @@ def test_gram_solver_and_pairwise_frank_wolfe_from_variant_options():
     iterates themselves are tested in tests/denoisers/test_hull_converged.py); the paper form
     refuses both, with the fix in the message."""
     from labeldp.methods import labeldp_pro
-    from tests.baselines.test_label_baselines import _fake_data
 
-    data = _fake_data(n_train=128, n_test=32)
+    data = fake_mnist_images(n_train=128, n_test=32)
     hp = dict(
         learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5000, smoothing=1.0
     )
@@ -260,12 +259,11 @@ def test_unknown_options_are_refused_not_ignored():
     """A misspelt or unsupported variant option (e.g. Table 7's examples_per_user, not implemented
     for image DP-SGD) stops the run with the supported list instead of being silently ignored."""
     from labeldp.methods import dpsgd, labeldp_pro
-    from tests.baselines.test_label_baselines import _fake_data
 
     hp = dict(
         learning_rate=0.2, epochs=1, batch_size=64, clip_norm=5.0, proj_step_size="auto", proj_steps=5, smoothing=0.75
     )
-    data = _fake_data(n_train=64, n_test=16)
+    data = fake_mnist_images(n_train=64, n_test=16)
     for module, options in (
         (labeldp_pro, {"denoiser": "alt_conv", "projection_momentun": "nesterov"}),
         (dpsgd, {"examples_per_user": 2}),

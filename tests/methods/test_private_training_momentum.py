@@ -7,8 +7,7 @@ import pytest
 
 from labeldp.methods import dpsgd
 from labeldp.methods.private_training import sgd_momentum
-from tests.baselines.test_label_baselines import _fake_data
-from tests.helpers import dpsgd_spec
+from tests.helpers import dpsgd_spec, fake_mnist_images
 
 
 def _spec(options):
@@ -16,7 +15,7 @@ def _spec(options):
 
 
 def test_momentum_changes_the_training_not_the_privacy():
-    data = _fake_data()
+    data = fake_mnist_images()
     plain, heavy = dpsgd.run(data, _spec({})), dpsgd.run(data, _spec({"momentum": 0.9}))
     assert plain.privacy == heavy.privacy
     assert plain.details["noise_multiplier"] == heavy.details["noise_multiplier"]

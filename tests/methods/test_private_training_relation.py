@@ -8,14 +8,14 @@ import pytest
 
 from labeldp import accounting
 from labeldp.methods.base import RunSpec
+from tests.helpers import fake_mnist_images
 
 
 @pytest.mark.parametrize("relation", [None, "add_or_remove", "label_substitution"])
 def test_dpsgd_record_states_both_relations(relation):
     from labeldp.methods import dpsgd
-    from tests.baselines.test_label_baselines import _fake_data
 
-    data = _fake_data(n_train=192, n_test=64)
+    data = fake_mnist_images(n_train=192, n_test=64)
     spec = RunSpec(
         dataset="mnist",
         method="dpsgd",
