@@ -236,16 +236,29 @@ class MethodResult:
 #: ``model`` picks a registered network instead of the dataset's (001's ``inception_001`` /
 #: ``resnet18_v2_cifar``, :mod:`labeldp.models`) and ``augment`` (``crop_flip_cutout``, with
 #: ``augment_pad`` / ``augment_cutout`` pixels) 001's data augmentation (:mod:`labeldp.augment`).
-RECIPE_OPTIONS = (
-    "momentum",
-    "lr_schedule",
-    "warmup_fraction",
-    "l2",
-    "model",
-    "augment",
-    "augment_pad",
-    "augment_cutout",
-)
+OPTIMIZER_OPTIONS = ("momentum", "lr_schedule", "warmup_fraction", "l2")
+#: The recipe's network choice (``model``) and image augmentation (``augment*``).
+NETWORK_OPTIONS = ("model",)
+AUGMENT_OPTIONS = ("augment", "augment_pad", "augment_cutout")
+RECIPE_OPTIONS = OPTIMIZER_OPTIONS + NETWORK_OPTIONS + AUGMENT_OPTIONS
+
+
+def recipe_options_refused(*, optimizer: str, network: str) -> dict[str, str]:
+    """``{option: why}`` for a task that trains one fixed recipe: every :data:`RECIPE_OPTIONS` key,
+    with the reason that fits it.
+
+    Args:
+      optimizer: how the task trains (e.g. "the ads MLP trains with RMSProp at a constant rate").
+      network: which network it trains (e.g. "the dataset's ads MLP (labeldp.ads.model.model_for)").
+
+    Returns:
+      The reasons, for :attr:`labeldp.tasks.base.Task.unsupported_options`.
+    """
+    return {
+        **{o: optimizer for o in OPTIMIZER_OPTIONS},
+        **{o: f"the network is {network}" for o in NETWORK_OPTIONS},
+        **{o: "image augmentation does not apply to tabular features" for o in AUGMENT_OPTIONS},
+    }
 
 
 def check_options(spec: RunSpec, allowed: tuple[str, ...], name: str) -> None:

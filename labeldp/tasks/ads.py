@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from labeldp.methods.base import RECIPE_OPTIONS, MethodResult, RunSpec
+from labeldp.methods.base import MethodResult, RunSpec, recipe_options_refused
 from labeldp.tasks.base import DenoiserFor, Trained, TrainingLabels
 
 __all__ = ["AdsTask", "user_arrays", "user_denoiser", "ADS_OPTIONS", "CAP_STREAM"]
@@ -70,7 +70,10 @@ class AdsTask:
         "validation_fraction": _IMAGES_ONLY,
         "validation_epsilon": _IMAGES_ONLY,
         "clipping_formulation": "per-user gradients are clipped as one unit by labeldp.ads.train",
-        **{o: "the ads MLP trains with RMSProp at a constant rate (labeldp.ads.train)" for o in RECIPE_OPTIONS},
+        **recipe_options_refused(
+            optimizer="the ads MLP trains with RMSProp at a constant rate (labeldp.ads.train)",
+            network="the dataset's ads MLP (labeldp.ads.model.model_for)",
+        ),
     }
 
     def __init__(self, data, spec: RunSpec):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from labeldp.methods.base import NON_PRIVATE, RECIPE_OPTIONS, MethodResult, RunSpec
+from labeldp.methods.base import NON_PRIVATE, MethodResult, RunSpec, recipe_options_refused
 from labeldp.tasks.base import DenoiserFor, Trained, TrainingLabels
 
 __all__ = ["RegressionTask"]
@@ -21,7 +21,10 @@ class RegressionTask:
 
     kind = "tabular"
     options = ("validation_fraction",)
-    unsupported_options = {o: "003's MLP trains with RMSProp (labeldp.regression.train)" for o in RECIPE_OPTIONS}
+    unsupported_options = recipe_options_refused(
+        optimizer="003's MLP trains with RMSProp (labeldp.regression.train)",
+        network="the dataset's 003 MLP (labeldp.regression.train)",
+    )
 
     def __init__(self, data, spec: RunSpec):
         self.data = data

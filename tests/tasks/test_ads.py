@@ -100,6 +100,18 @@ def test_options_the_ads_task_does_not_implement_are_refused_with_the_reason(dat
     spec = dataclasses.replace(spec, options={"examples_per_user": 2, "validation_fraction": 0.1})
     with pytest.raises(ValueError, match="held-out selection"):
         run_ads_method(data, spec, method="dpsgd")
+    for option, why in [("model", "network is the dataset's ads MLP"), ("augment", "image augmentation")]:
+        spec = dataclasses.replace(spec, options={"examples_per_user": 2, option: "x"})
+        with pytest.raises(ValueError, match=f"'{option}'.*{why}"):
+            run_ads_method(data, spec, method="dpsgd")
+
+
+def test_the_regression_task_refuses_recipe_options_with_the_reason_that_fits_each():
+    from labeldp.tasks.regression import RegressionTask
+
+    why = RegressionTask.unsupported_options
+    assert "RMSProp" in why["momentum"] and "RMSProp" not in why["model"] and "RMSProp" not in why["augment"]
+    assert "003 MLP" in why["model"] and "augmentation" in why["augment_cutout"]
 
 
 def test_user_level_epsilon_is_dp_accountings_for_the_user_sampling_that_ran(data):
