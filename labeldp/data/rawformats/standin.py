@@ -23,6 +23,7 @@ __all__ = [
     "write_standin_marker",
     "synthetic_image_splits",
     "standin_rows",
+    "begin_tabular_standin",
 ]
 
 STANDIN_MARKER = "STANDIN_SYNTHETIC"
@@ -103,3 +104,43 @@ def standin_rows(n_rows: int | None, n_train: int | None, n_test: int | None) ->
     if n_train is None or n_test is None:
         raise ValueError("write_standin needs n_rows, or n_train and n_test")
     return int(n_train) + int(n_test)
+
+
+def begin_tabular_standin(
+    directory: str | os.PathLike,
+    *,
+    dataset: str,
+    seed: int,
+    n_rows: int | None = None,
+    n_train: int | None = None,
+    n_test: int | None = None,
+) -> tuple[Path, int, np.random.Generator]:
+    """The common start of a tabular stand-in writer: the row count, the marker written FIRST, the rng.
+
+    Args:
+      directory: the stand-in's raw directory (created by the marker's write).
+      dataset: the dataset's name, stored in the marker.
+      seed: the stand-in's seed (the rng is ``default_rng(seed)``).
+      n_rows: raw rows (default ``n_train + n_test``; :func:`standin_rows`).
+      n_train, n_test: stored in the marker (default: an 80/20 split of the rows, at least 1 test row).
+
+    Returns:
+      ``(directory as a Path, the row count, the rng)``.
+
+    Raises:
+      ValueError: fewer than 2 rows, or neither ``n_rows`` nor both splits given.
+    """
+    n_rows = standin_rows(n_rows, n_train, n_test)
+    if n_rows < 2:
+        raise ValueError(f"a {dataset} stand-in needs at least 2 rows, got {n_rows}")
+    directory = Path(directory)
+    n_test = n_test if n_test is not None else max(1, round(0.2 * n_rows))
+    write_standin_marker(
+        directory,
+        dataset=dataset,
+        seed=seed,
+        n_train=n_train if n_train is not None else n_rows - n_test,
+        n_test=n_test,
+        n_rows=n_rows,
+    )
+    return directory, n_rows, np.random.default_rng(seed)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldp.data.rawformats.standin import standin_rows
+from labeldp.data.rawformats.standin import begin_tabular_standin
 
 from labeldp.data.dataset_spec import DatasetSpec
 
@@ -363,22 +363,9 @@ def write_standin(
     Returns:
       ``[path of the .csv.gz]``.
     """
-    n_rows = standin_rows(n_rows, n_train, n_test)
-    from labeldp.data.rawformats import write_standin_marker
-
-    if n_rows < 2:
-        raise ValueError("n_rows must be >= 2")
-    directory = Path(directory)
-    n_test = n_test if n_test is not None else max(1, round(0.2 * n_rows))
-    write_standin_marker(
-        directory,
-        dataset="census1940",
-        seed=seed,
-        n_train=n_train if n_train is not None else n_rows - n_test,
-        n_test=n_test,
-        n_rows=n_rows,
+    directory, n_rows, rng = begin_tabular_standin(
+        directory, dataset="census1940", seed=seed, n_rows=n_rows, n_train=n_train, n_test=n_test
     )
-    rng = np.random.default_rng(seed)
     r = lambda lo, hi: rng.integers(lo, hi + 1, n_rows)  # noqa: E731
     age = r(14, 75)
     child = rng.random(n_rows) < 0.08

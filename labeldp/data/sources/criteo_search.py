@@ -52,7 +52,7 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldp.data.rawformats.standin import standin_rows
+from labeldp.data.rawformats.standin import begin_tabular_standin
 
 from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
 
@@ -368,22 +368,9 @@ def write_standin(
     Returns:
       ``[path of the archive]``.
     """
-    n_rows = standin_rows(n_rows, n_train, n_test)
-    from labeldp.data.rawformats import write_standin_marker
-
-    if n_rows < 2:
-        raise ValueError("n_rows must be >= 2")
-    directory = Path(directory)
-    n_test = n_test if n_test is not None else max(1, round(0.2 * n_rows))
-    write_standin_marker(
-        directory,
-        dataset="criteo_search",
-        seed=seed,
-        n_train=n_train if n_train is not None else n_rows - n_test,
-        n_test=n_test,
-        n_rows=n_rows,
+    directory, n_rows, rng = begin_tabular_standin(
+        directory, dataset="criteo_search", seed=seed, n_rows=n_rows, n_train=n_train, n_test=n_test
     )
-    rng = np.random.default_rng(seed)
     price = np.round(np.exp(rng.normal(4.0, 0.9, n_rows)), 2)
     cat1 = rng.integers(0, 6, n_rows)
     mult = np.array([0.6, 0.9, 1.0, 1.3, 1.8, 2.5])[cat1]

@@ -31,7 +31,7 @@ import numpy as np
 from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
 from labeldp.data.fetch import file_digests
 from labeldp.data.rawformats.movielens import read_movielens_ratings, write_movielens_zip
-from labeldp.data.rawformats.standin import is_standin_dir, read_standin_marker, standin_rows, write_standin_marker
+from labeldp.data.rawformats.standin import begin_tabular_standin, is_standin_dir, read_standin_marker
 from labeldp.data.tabular import TabularDataError, random_split
 
 __all__ = ["SPEC", "ARCHIVE", "CLASS_VALUES", "KIND", "prepare_dataset", "write_standin"]
@@ -155,14 +155,7 @@ def write_standin(
     Returns:
       ``[path of the archive]``.
     """
-    n = standin_rows(None, n_train, n_test)
-    if n < 2:
-        raise ValueError("a MovieLens stand-in needs at least 2 ratings")
-    directory = Path(directory)
-    write_standin_marker(
-        directory, dataset=SPEC.name, seed=seed, n_train=n_train or n - n // 5, n_test=n_test or n // 5
-    )
-    rng = np.random.default_rng(seed)
+    directory, n, rng = begin_tabular_standin(directory, dataset=SPEC.name, seed=seed, n_train=n_train, n_test=n_test)
     n_users, n_movies = max(8, n // 25), max(8, n // 20)
     user = np.sort(rng.integers(0, n_users, n))
     movie = rng.integers(0, n_movies, n)
