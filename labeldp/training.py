@@ -57,7 +57,11 @@ class TrainConfig:
       lr_schedule: ``constant`` (000 Table 8), ``warmup_linear_decay`` (001 Appendix B, MNIST family:
         the step size grows linearly from 0 to ``learning_rate`` over the first ``warmup_fraction`` of
         all steps, then decays linearly to 0 at the last step) or ``warmup_piecewise`` (001 Appendix B,
-        CIFAR: the same warm-up, then constant with a decay by 10 at 30%, 60% and 90% of the steps).
+        CIFAR: the same warm-up, then constant with a decay by 10 at 30%, 60% and 90% of the steps) or
+        ``epoch_warmup_step_decay`` (ALIBI's official recipe, ``train_cifar_alibi.py`` of
+        facebookresearch/label_dp_antipodes: in epoch ``e`` the rate is ``learning_rate * (e + 1) / 30``
+        for ``e < 30``, then ``learning_rate * 0.2 ** (e // 60)``; constant within an epoch).
+      nesterov: Nesterov momentum (ALIBI's official recipe; needs ``momentum`` > 0).
       warmup_fraction: the warm-up share of ``warmup_linear_decay`` (001: 0.15).
       l2: coefficient ``c`` of an l2 penalty ``c * sum(w ** 2)`` over all parameters added to the
         loss (001 Appendix B: 1e-4), applied as weight decay ``2 c w`` before momentum.
@@ -72,6 +76,7 @@ class TrainConfig:
     epochs: int
     batch_size: int = 1024
     momentum: float = 0.0
+    nesterov: bool = False
     mixup_alpha: float = 0.0
     lr_schedule: str = "constant"
     warmup_fraction: float = 0.15
@@ -92,6 +97,8 @@ class TrainConfig:
             raise ValueError(f"l2 must be a finite number >= 0 (0 = off), got {self.l2!r}")
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"momentum must be in [0, 1) (0 = plain SGD), got {self.momentum!r}")
+        if self.nesterov and not self.momentum > 0.0:
+            raise ValueError("nesterov needs momentum > 0: set the variant's momentum (ALIBI's recipe: 0.9)")
         if self.augment not in AUGMENTATIONS:
             raise ValueError(f"augment must be one of {AUGMENTATIONS}, got {self.augment!r}")
         if int(self.augment_pad) < 0 or int(self.augment_cutout) < 0:
@@ -101,7 +108,32 @@ class TrainConfig:
 
 
 #: The step-size schedules of :class:`TrainConfig`.
-LR_SCHEDULES = ("constant", "warmup_linear_decay", "warmup_piecewise")
+LR_SCHEDULES = ("constant", "warmup_linear_decay", "warmup_piecewise", "epoch_warmup_step_decay")
+
+#: ``epoch_warmup_step_decay``: warm-up epochs, then the decay factor every ``decay_every`` epochs
+#: (ALIBI's official ``adjust_learning_rate``).
+EPOCH_WARMUP, EPOCH_DECAY_EVERY, EPOCH_DECAY = 30, 60, 0.2
+
+
+def epoch_warmup_step_decay(peak: float, *, steps_per_epoch: int) -> optax.Schedule:
+    """ALIBI's official schedule by epoch (``train_cifar_alibi.py``, facebookresearch/label_dp_antipodes):
+    ``peak * (e + 1) / 30`` in epoch ``e < 30``, then ``peak * 0.2 ** (e // 60)``.
+
+    Args:
+      peak: the configured learning rate.
+      steps_per_epoch: optimiser steps per epoch (the epoch of step ``t`` is ``t // steps_per_epoch``).
+
+    Returns:
+      An optax schedule of the step count.
+    """
+
+    def schedule(count):
+        epoch = count // int(steps_per_epoch)
+        warm = peak * (epoch + 1) / EPOCH_WARMUP
+        decayed = peak * EPOCH_DECAY ** (epoch // EPOCH_DECAY_EVERY)
+        return jnp.where(epoch < EPOCH_WARMUP, warm, decayed)
+
+    return schedule
 
 
 def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTransformation:
@@ -124,6 +156,8 @@ def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTra
             [optax.linear_schedule(0.0, peak, warm), optax.linear_schedule(peak, 0.0, max(1, int(total_steps) - warm))],
             [warm],
         )
+    elif config.lr_schedule == "epoch_warmup_step_decay":
+        lr = epoch_warmup_step_decay(peak, steps_per_epoch=max(1, int(total_steps) // max(1, int(config.epochs))))
     else:  # warmup_piecewise
         warm = max(1, int(round(config.warmup_fraction * total_steps)))
         drops = {int(round(f * total_steps)): 0.1 for f in (0.3, 0.6, 0.9) if round(f * total_steps) > warm}
@@ -134,7 +168,7 @@ def sgd_optimizer(config: TrainConfig, *, total_steps: int) -> optax.GradientTra
             ],
             [warm],
         )
-    tx = optax.sgd(lr, momentum=config.momentum or None)
+    tx = optax.sgd(lr, momentum=config.momentum or None, nesterov=bool(config.nesterov))
     if config.l2 > 0:
         tx = optax.chain(optax.add_decayed_weights(2.0 * float(config.l2)), tx)
     return tx

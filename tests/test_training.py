@@ -192,6 +192,40 @@ def test_warmup_piecewise_rises_then_drops_by_ten_at_30_60_90_percent():
         np.testing.assert_allclose(lr[lo:hi], value, rtol=1e-5)
 
 
+def test_epoch_warmup_step_decay_is_alibis_official_schedule_by_epoch():
+    """train_cifar_alibi.py: lr (e + 1) / 30 in epoch e < 30, then lr 0.2 ** (e // 60); constant within an epoch."""
+    per_epoch, epochs, peak = 2, 200, 0.1
+    lr = -_sgd_updates(
+        TrainConfig(learning_rate=peak, epochs=epochs, lr_schedule="epoch_warmup_step_decay"),
+        grads=jnp.ones(()),
+        params=jnp.zeros(()),
+        steps=per_epoch * epochs,
+    )
+    want = np.asarray([peak * (e + 1) / 30 if e < 30 else peak * 0.2 ** (e // 60) for e in range(epochs)])
+    np.testing.assert_allclose(lr, np.repeat(want, per_epoch), rtol=1e-5)
+    assert lr[2 * 29] == pytest.approx(peak) and lr[2 * 60] == pytest.approx(0.2 * peak)
+
+
+def test_nesterov_is_optaxs_nesterov_sgd_and_needs_momentum():
+    import optax
+
+    params, g = jnp.asarray([1.0, -2.0]), jnp.asarray([0.3, -0.1])
+    ref = optax.sgd(0.1, momentum=0.9, nesterov=True)
+    state, want = ref.init(params), []
+    for _ in range(3):
+        u, state = ref.update(g, state, params)
+        want.append(np.asarray(u))
+    got = _sgd_updates(
+        TrainConfig(learning_rate=0.1, epochs=1, momentum=0.9, nesterov=True), grads=g, params=params, steps=3
+    )
+    np.testing.assert_array_equal(got, np.stack(want))
+    assert not np.array_equal(
+        got, _sgd_updates(TrainConfig(learning_rate=0.1, epochs=1, momentum=0.9), grads=g, params=params, steps=3)
+    )
+    with pytest.raises(ValueError, match="nesterov needs momentum"):
+        TrainConfig(learning_rate=0.1, epochs=1, nesterov=True)
+
+
 def test_confusion_matrix_counts_every_test_example_once_and_init_is_the_training_start():
     from labeldp.training import confusion_matrix, initial_params
 

@@ -236,7 +236,7 @@ class MethodResult:
 #: ``model`` picks a registered network instead of the dataset's (001's ``inception_001`` /
 #: ``resnet18_v2_cifar``, :mod:`labeldp.models`) and ``augment`` (``crop_flip_cutout``, with
 #: ``augment_pad`` / ``augment_cutout`` pixels) 001's data augmentation (:mod:`labeldp.augment`).
-OPTIMIZER_OPTIONS = ("momentum", "lr_schedule", "warmup_fraction", "l2")
+OPTIMIZER_OPTIONS = ("momentum", "nesterov", "lr_schedule", "warmup_fraction", "l2")
 #: The recipe's network choice (``model``) and image augmentation (``augment*``).
 NETWORK_OPTIONS = ("model",)
 AUGMENT_OPTIONS = ("augment", "augment_pad", "augment_cutout")

@@ -56,6 +56,7 @@ def train_config(spec: RunSpec, *, progress: bool = True) -> TrainConfig:
         epochs=int(hp["epochs"]),
         batch_size=int(hp["batch_size"]),
         momentum=float(opts.get("momentum", hp.get("momentum", 0.0))),
+        nesterov=bool(opts.get("nesterov", False)),
         lr_schedule=str(opts.get("lr_schedule", "constant")),
         warmup_fraction=float(opts.get("warmup_fraction", 0.15)),
         l2=float(opts.get("l2", 0.0)),

@@ -410,3 +410,18 @@ def test_rejects_non_private_runs(module, data):
 def test_rejects_unknown_options(module, data):
     with pytest.raises(ValueError, match="examples_per_user"):
         module.run(data, _spec(module.NAME, options={"examples_per_user": 2}))
+
+
+def test_alibi_trains_with_its_official_recipe_options_and_refuses_a_network_option(data):
+    """The variant ``official_recipe`` (Nesterov momentum, weight decay, ALIBI's epoch schedule) changes
+    what is trained and keeps the label mechanism and its eps; options outside the optimiser are refused."""
+    recipe = {"momentum": 0.9, "nesterov": True, "lr_schedule": "epoch_warmup_step_decay", "l2": 5e-5}
+    plain = alibi.run(data, _spec("alibi", epochs=2))
+    official = alibi.run(data, _spec("alibi", epochs=2, options=recipe))
+    assert official.metrics["final_train_loss"] != plain.metrics["final_train_loss"]
+    assert official.details["noisy_label_accuracy"] == plain.details["noisy_label_accuracy"]  # the same release
+    assert (
+        official.privacy.to_dict(target_epsilon=1.0)["epsilon"] == plain.privacy.to_dict(target_epsilon=1.0)["epsilon"]
+    )
+    with pytest.raises(ValueError, match="model"):
+        alibi.run(data, _spec("alibi", options={"model": "inception_001"}))
