@@ -31,6 +31,7 @@ import json
 import os
 from typing import Any, Iterable, Mapping
 
+from labeldp.halving import stage_two_points
 from labeldp.methods.base import RunSpec
 from labeldp.plan import PlannedRun, all_runs, run_id, runs_by_table
 
@@ -147,7 +148,11 @@ def tables_of_records(by_table: Mapping[str, Iterable[PlannedRun]]) -> dict[str,
 
 
 def plan_sweeps(
-    config: Mapping[str, Any], runs: Iterable[PlannedRun], *, tables_of: Mapping[str, tuple[str, ...]] | None = None
+    config: Mapping[str, Any],
+    runs: Iterable[PlannedRun],
+    *,
+    tables_of: Mapping[str, tuple[str, ...]] | None = None,
+    apart: Mapping[str, str] | None = None,
 ) -> dict[str, Sweep]:
     """Groups planned runs into sweeps of at most :func:`max_runs` runs, keyed by marker path.
 
@@ -157,6 +162,8 @@ def plan_sweeps(
       tables_of: :func:`tables_of_records`: when given, runs are also grouped by the set of tables that need
         them, so a target's sweeps hold only runs its tables need (a dated config's table that shares a cell
         with another table on a different grid never makes that table's extra runs part of its jobs).
+      apart: ``{record path: label}``: runs with a label are grouped by it too (a successive-halving table's
+        stage-2 runs, one sweep per grid point: :func:`labeldp.halving.stage_two_points`).
 
     Returns:
       ``{marker path: Sweep}`` in plan order.
@@ -165,10 +172,12 @@ def plan_sweeps(
     groups: dict[tuple, list[PlannedRun]] = {}
     for r in runs:
         key = _group_key(r) if tables_of is None else (*_group_key(r), tables_of.get(r.record_path, ()))
+        if apart and r.record_path in apart:
+            key = (*key, ("apart", apart[r.record_path]))
         groups.setdefault(key, []).append(r)
     out: dict[str, Sweep] = {}
     for key, members in groups.items():
-        tables = key[-1] if tables_of is not None else None
+        tables = tables_of.get(members[0].record_path, ()) if tables_of is not None else None
         for start in range(0, len(members), cap):
             sw = sweep_of_runs(members[start : start + cap], config=config, tables=tables)
             out[sw.marker_path] = sw
@@ -181,7 +190,12 @@ def workflow_sweeps(
     """The workflow's sweeps: every table's runs (:func:`labeldp.plan.runs_by_table`, or ``by_table`` when the
     caller has it), grouped by the tables that need them (what the Snakefile plans)."""
     by_table = runs_by_table(config) if by_table is None else by_table
-    return plan_sweeps(config, all_runs(config, by_table).values(), tables_of=tables_of_records(by_table))
+    return plan_sweeps(
+        config,
+        all_runs(config, by_table).values(),
+        tables_of=tables_of_records(by_table),
+        apart=stage_two_points(config),
+    )
 
 
 def sweep_of_record(sweeps: Mapping[str, Sweep]) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
+from labeldp import records
 from labeldp.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,3 +111,32 @@ def dpsgd_spec(options, *, variant: str, batch_size: int):
         options=options,
         profile="smoke",
     )
+
+
+def write_table_record(cfg, run, acc, *, diverged=False, eps_achieved=None, valid=True, reason=None):
+    """A hand-made record of ``run`` with test accuracy ``acc`` (the table tests' planted grids)."""
+
+    spec = run.spec
+    rec = {
+        "schema_version": 1,
+        "run_id": run.run_id,
+        "dataset": {"name": spec.dataset, "source": "official", "n_train": 60000, "n_test": 10000, "subset": None},
+        "method": spec.method,
+        "variant": spec.variant,
+        "seed": spec.seed,
+        "hparams": dict(spec.hparams),
+        "privacy": {
+            "target_epsilon": records.encode_epsilon(spec.epsilon),
+            "epsilon": records.encode_epsilon(spec.epsilon if eps_achieved is None else eps_achieved),
+            "delta": spec.delta,
+            "valid": valid,
+            "invalid_reason": reason,
+            "mechanism": "test",
+        },
+        "metrics": {"test_accuracy_pct": acc, "diverged": diverged},
+        "timings": {},
+        "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2},
+        "config": {},
+        "created": "now",
+    }
+    records.write_record(run.record_path, rec)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from labeldp import records
 from labeldp.plan import calibration_relation, format_eps, table_relation
+from labeldp.halving import description as halving_description
 from labeldp.report.metrics import DERIVED_METRICS
 from labeldp.report.outputs import save_figure, write_atomic_text, write_csv, write_report_files  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_cost_lines
@@ -207,6 +208,9 @@ def header_lines(res: TableResult) -> list[str]:
         f"- hardware: {'; '.join(hw)}",
         f"- code revisions of the records: {', '.join(rec_revs) or '-'}",
     ]
+    searched = halving_description(cfg, res.table)
+    if searched:
+        lines.append(f"- {searched}")
     derived = derived_metric_line(res)
     if derived:
         lines.append(f"- {derived}")

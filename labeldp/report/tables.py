@@ -46,6 +46,7 @@ from labeldp.plan import (
     table_relation,
 )
 from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER  # noqa: F401 (re-exported)
+from labeldp.halving import search_cell, selection_metric
 from labeldp.report.search_cost import search_epsilon
 
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
@@ -241,26 +242,34 @@ def build_cell(
     if metric in DERIVED_METRICS and auc_nonprivate is None:
         cell.reason = reference_reason
         return cell
-    runs = cell_runs(config, table, col, eps)
-    by_hp: dict[str, list[dict]] = defaultdict(list)
-    planned_by_hp: dict[str, int] = defaultdict(int)
-    missing = 0
-    for r in runs:
-        hp = hp_id(r.spec.hparams)
-        planned_by_hp[hp] += 1
-        if not os.path.exists(r.record_path):
-            missing += 1
-            continue
-        by_hp[hp].append(records.read_record(r.record_path))
-    cell.n_runs = sum(len(v) for v in by_hp.values())
-    cell.n_planned_runs = len(runs)
-    if cell.n_runs == 0:
-        cell.reason = f"no result records ({missing} of {len(runs)} planned runs missing)"
-        return cell
-    best = None
     # the honest protocol (003's figures, a column's held-out selection: labeldp.selection) selects on the
     # noisy held-out labels, not the test set
-    select_on = (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric") or metric
+    select_on = selection_metric(tcfg, column_cfg)
+    runs = cell_runs(config, table, col, eps)
+    # a successive-halving table (labeldp.halving) trains a sub-grid and chooses among its kept points
+    search = search_cell(config, table, runs, metric=select_on)
+    planned = list(search.planned) if search is not None else runs
+    candidates = {r.record_path for r in (search.candidates if search is not None else runs)}
+    by_hp: dict[str, list[dict]] = defaultdict(list)
+    planned_by_hp: dict[str, int] = defaultdict(int)
+    searched: list[dict] = []  # every record of the search (its eps counts all of them)
+    for r in runs:
+        hp = hp_id(r.spec.hparams)
+        if r.record_path in candidates:
+            planned_by_hp[hp] += 1
+        if not os.path.exists(r.record_path):
+            continue
+        rec = records.read_record(r.record_path)
+        searched.append(rec)
+        if r.record_path in candidates:
+            by_hp[hp].append(rec)
+    missing = sum(not os.path.exists(r.record_path) for r in planned)
+    cell.n_runs = len(planned) - missing
+    cell.n_planned_runs = len(planned)
+    if not by_hp:
+        cell.reason = f"no result records ({missing} of {len(planned)} planned runs missing)"
+        return cell
+    best = None
     for hp, recs in by_hp.items():
         vals = [_metric(r, metric, auc_nonprivate) for r in recs]
         score = statistics.fmean(_metric(r, select_on, auc_nonprivate) for r in recs)
@@ -300,11 +309,11 @@ def build_cell(
     reasons = {r["privacy"].get("invalid_reason") for r in recs if not r["privacy"]["valid"]}
     cell.invalid_reason = "; ".join(sorted(x for x in reasons if x)) or None
     if missing:
-        cell.reason = f"{missing} of {len(runs)} planned runs missing"
+        cell.reason = f"{missing} of {len(planned)} planned runs missing"
+    if search is not None and search.kept is None:
+        cell.reason = "; ".join(x for x in (cell.reason, "successive halving: stage 1 incomplete") if x)
     if tcfg.get("search_cost", True):
-        cell.search_epsilon = search_epsilon(
-            [r for rs in by_hp.values() for r in rs], delta=cell.delta, relation=table_relation(config, table)
-        )
+        cell.search_epsilon = search_epsilon(searched, delta=cell.delta, relation=table_relation(config, table))
     return cell
 
 

@@ -10,35 +10,9 @@ from labeldp import plan, records
 from labeldp.report import tables
 
 from tests.helpers import install_fake_methods, repo_config
+from tests.helpers import write_table_record as _write
 
 T5_METHODS = ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro"]
-
-
-def _write(cfg, run, acc, *, diverged=False, eps_achieved=None, valid=True, reason=None):
-    spec = run.spec
-    rec = {
-        "schema_version": 1,
-        "run_id": run.run_id,
-        "dataset": {"name": spec.dataset, "source": "official", "n_train": 60000, "n_test": 10000, "subset": None},
-        "method": spec.method,
-        "variant": spec.variant,
-        "seed": spec.seed,
-        "hparams": dict(spec.hparams),
-        "privacy": {
-            "target_epsilon": records.encode_epsilon(spec.epsilon),
-            "epsilon": records.encode_epsilon(spec.epsilon if eps_achieved is None else eps_achieved),
-            "delta": spec.delta,
-            "valid": valid,
-            "invalid_reason": reason,
-            "mechanism": "test",
-        },
-        "metrics": {"test_accuracy_pct": acc, "diverged": diverged},
-        "timings": {},
-        "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2},
-        "config": {},
-        "created": "now",
-    }
-    records.write_record(run.record_path, rec)
 
 
 @pytest.fixture

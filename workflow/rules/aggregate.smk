@@ -3,6 +3,8 @@
 # as in the paper; `snakemake --report report.html` collects every artefact with its caption.
 import json as _json
 
+from labeldp import halving as _halving
+
 report: "../report/workflow.rst"
 
 
@@ -10,10 +12,48 @@ def sweep_markers(names):
     """The markers of the sweeps that hold the runs of the tables / figures ``names`` (a sweep writes
     its marker when every one of its runs has a record); none under ``aggregate_existing_only``,
     which builds from whatever records exist (missing cells say "not run: N of M planned runs
-    missing"; used for partial CPU/GPU reports; rebuild with --forcerun table figure)."""
+    missing"; used for partial CPU/GPU reports; rebuild with --forcerun table figure).
+    A successive-halving table (labeldp.halving) asks for its stage-1 sweeps, then, through the
+    checkpoint ``halving_select``, for the sweeps of the points each cell kept: call this only
+    from an input function."""
     if config.get("aggregate_existing_only"):
         return []
-    return sorted({SWEEP_OF_RECORD[r.record_path] for name in names for r in TABLE_RUNS[name]})
+    out = set()
+    for name in names:
+        cells = _halving.halving_cells(config, name)
+        if not cells:
+            out.update(SWEEP_OF_RECORD[r.record_path] for r in TABLE_RUNS[name])
+            continue
+        for col, eps, runs in cells:
+            _, first, rest = _halving.stage_runs(config, name, col.id, eps)
+            out.update(SWEEP_OF_RECORD[r.record_path] for r in first)
+            chosen = checkpoints.halving_select.get(table=name, column=col.id, eps=_plan.format_eps(eps)).output[0]
+            with open(chosen) as fh:
+                kept = _json.load(fh)["kept"]
+            out.update(SWEEP_OF_RECORD[r.record_path] for hp in kept for r in rest.get(hp, []))
+    return sorted(out)
+
+
+def _halving_stage_one(wc):
+    _, first, _ = _halving.stage_runs(config, wc.table, wc.column, float(wc.eps))
+    return sorted({SWEEP_OF_RECORD[r.record_path] for r in first})
+
+
+checkpoint halving_select:
+    """A successive-halving cell's kept grid points, from its stage-1 records (labeldp.halving)."""
+    input:
+        _halving_stage_one,
+    output:
+        f"{RESULTS}/.halving/{{table}}/{{column}}/eps{{eps}}.json",
+    log:
+        f"{LOGS}/halving/{{table}}/{{column}}/eps{{eps}}.log",
+    params:
+        cfg=lambda wc: _json.dumps(config),
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.halving --config-json {params.cfg:q} --table {wildcards.table} "
+        "--column {wildcards.column} --eps {wildcards.eps} --out {output} > {log} 2>&1"
 
 
 def _table_inputs(wc):
@@ -113,7 +153,7 @@ for _t in TABLES:
             _t
         input:
             f"{REPORTS}/tables/{_t}.md",
-            sweep_markers([_t]),
+            lambda wc, names=(_t,): sweep_markers(names),
 
 
 # a group target builds every table of its group (config `target_group`, e.g. lpmst_table4: 001 Table 4's halves)
@@ -128,7 +168,7 @@ for _g, _members in _GROUPS.items():
             _g
         input:
             [f"{REPORTS}/tables/{_m}.md" for _m in _members],
-            sweep_markers(_members),
+            lambda wc, names=tuple(_members): sweep_markers(names),
 
 
 for _t in FIGURES:
@@ -138,7 +178,7 @@ for _t in FIGURES:
             _t
         input:
             f"{REPORTS}/figures/{_t}.md",
-            sweep_markers([_t]),
+            lambda wc, names=(_t,): sweep_markers(names),
 
 
 rule criteo_examples_per_user:
