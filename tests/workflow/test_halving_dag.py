@@ -4,6 +4,7 @@ and a fresh clone whose table is there but a kept point's record is not trains i
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -70,3 +71,14 @@ def test_stage_two_trains_only_the_kept_point_and_resumes_on_a_fresh_clone(tmp_p
     dry = _snakemake(work, probe, mirror, "-n")
     assert dry.returncode == 0, dry.stderr[-4000:]
     assert "Nothing to be done" not in dry.stdout and "rule sweep" in dry.stdout, dry.stdout[-3000:]
+
+
+def test_every_cells_stage_one_is_planned_at_once_not_one_checkpoint_after_another(tmp_path, mirror):
+    probe = tmp_path / "probe.yaml"
+    probe.write_text(PROBE.replace("epsilons: [2.0]", "epsilons: [2.0, 1.0, 0.5]"))
+    dry = _snakemake(tmp_path / "work", probe, mirror, "-n")
+    assert dry.returncode == 0, dry.stderr[-4000:]
+    stats = dict(re.findall(r"^(halving_select|halving_cell_done)\s+(\d+)$", dry.stdout, re.M))
+    assert stats == {"halving_select": "3", "halving_cell_done": "3"}, dry.stdout[-3000:]
+    sweeps = re.findall(r"output: (\S+/\.sweeps/\S+\.json)", dry.stdout)
+    assert all(any(f"/eps{e}/" in m for m in sweeps) for e in ("2.0", "1.0", "0.5")), sweeps

@@ -2,6 +2,7 @@
 # the published values in workflow/resources/reference). One target per table / figure, named
 # as in the paper; `snakemake --report report.html` collects every artefact with its caption.
 import json as _json
+import os
 
 from labeldp import halving as _halving
 
@@ -13,9 +14,9 @@ def sweep_markers(names):
     its marker when every one of its runs has a record); none under ``aggregate_existing_only``,
     which builds from whatever records exist (missing cells say "not run: N of M planned runs
     missing"; used for partial CPU/GPU reports; rebuild with --forcerun table figure).
-    A successive-halving table (labeldp.halving) asks for its stage-1 sweeps, then, through the
-    checkpoint ``halving_select``, for the sweeps of the points each cell kept: call this only
-    from an input function."""
+    A successive-halving table (labeldp.halving) asks for each cell's stage-1 sweeps and its
+    ``.done`` file (rule halving_cell_done: the sweeps of the points the checkpoint kept); where a
+    cell's selection is on disk, also for those sweeps directly (a fresh clone trains what is missing)."""
     if config.get("aggregate_existing_only"):
         return []
     out = set()
@@ -27,11 +28,17 @@ def sweep_markers(names):
         for col, eps, runs in cells:
             _, first, rest = _halving.stage_runs(config, name, col.id, eps)
             out.update(SWEEP_OF_RECORD[r.record_path] for r in first)
-            chosen = checkpoints.halving_select.get(table=name, column=col.id, eps=_plan.format_eps(eps)).output[0]
-            with open(chosen) as fh:
-                kept = _json.load(fh)["kept"]
-            out.update(SWEEP_OF_RECORD[r.record_path] for hp in kept for r in rest.get(hp, []))
+            out.add(_halving.selection_path(config, name, col.id, eps).removesuffix(".json") + ".done")
+            chosen = _halving.selection_path(config, name, col.id, eps)
+            if os.path.exists(chosen):
+                out.update(_kept_markers(chosen, rest))
     return sorted(out)
+
+
+def _kept_markers(chosen, rest):
+    with open(chosen) as fh:
+        kept = _json.load(fh)["kept"]
+    return {SWEEP_OF_RECORD[r.record_path] for hp in kept for r in rest.get(hp, [])}
 
 
 def _halving_stage_one(wc):
@@ -54,6 +61,27 @@ checkpoint halving_select:
     shell:
         "PYTHONPATH={workflow.basedir:q} python -m labeldp.halving --config-json {params.cfg:q} --table {wildcards.table} "
         "--column {wildcards.column} --eps {wildcards.eps} --out {output} > {log} 2>&1"
+
+
+def _halving_stage_two(wc):
+    # one checkpoint per job: every cell is evaluated (and its stage 1 planned) independently
+    chosen = checkpoints.halving_select.get(table=wc.table, column=wc.column, eps=wc.eps).output[0]
+    _, _, rest = _halving.stage_runs(config, wc.table, wc.column, float(wc.eps))
+    return [chosen] + sorted(_kept_markers(chosen, rest))
+
+
+localrules:
+    halving_cell_done,
+
+
+rule halving_cell_done:
+    """A successive-halving cell's stage 2 is trained: every kept point has all its seeds."""
+    input:
+        _halving_stage_two,
+    output:
+        f"{RESULTS}/.halving/{{table}}/{{column}}/eps{{eps}}.done",
+    shell:
+        "touch {output}"
 
 
 def _table_inputs(wc):
