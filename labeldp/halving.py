@@ -52,6 +52,7 @@ __all__ = [
     "halving_cells",
     "selection_path",
     "description",
+    "searched_runs",
 ]
 
 
@@ -199,6 +200,23 @@ def stage_runs(
 def selection_path(config: Mapping[str, Any], table: str, column_id: str, eps: float) -> str:
     """Where the checkpoint writes a cell's kept points: ``<results_dir>/.halving/<table>/<column>/eps<e>.json``."""
     return os.path.join(str(config["results_dir"]), ".halving", table, column_id, f"eps{format_eps(eps)}.json")
+
+
+def searched_runs(config: Mapping[str, Any], table: str) -> list[PlannedRun]:
+    """The runs a successive-halving table trains (for cost previews): per cell, stage 1 and the kept points'
+    other seeds; where stage 1 lacks records, the first ``K`` points' other seeds stand in for the unknown ones."""
+    tcfg = config["tables"][table]
+    keep = halving_keep(tcfg)
+    out: list[PlannedRun] = []
+    for col, _, runs in halving_cells(config, table):
+        search = search_cell(config, table, runs, metric=selection_metric(tcfg, _column_cfg(tcfg, col.id)))
+        if search.kept is not None:
+            out.extend(search.planned)
+            continue
+        first, rest = _split(runs, search.first_seed)
+        out.extend(first)
+        out.extend(r for hp in list(rest)[:keep] for r in rest[hp])
+    return out
 
 
 def description(config: Mapping[str, Any], table: str) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from labeldp import feature_datasets, plan, sweeps
+from labeldp import feature_datasets, halving, plan, sweeps
 from labeldp.config import load_config
 from labeldp.data.registry import DATASETS
 
@@ -99,7 +99,13 @@ def estimate(
     costs = costs or load_costs()
     exists = exists or os.path.exists
     tables = list(config["tables"]) if "all" in targets else list(targets)
-    runs = plan.select_runs(config, tables)
+    plan.select_runs(config, tables)  # an unknown target fails here, naming the known ones
+    # a successive-halving table trains a sub-grid (labeldp.halving): only those runs are counted
+    halved = [t for t in tables if halving.halving_keep(config["tables"][t])]
+    runs = {r.record_path: r for r in plan.select_runs(config, [t for t in tables if t not in halved])}
+    for t in halved:
+        runs.update((r.record_path, r) for r in halving.searched_runs(config, t))
+    runs = list(runs.values())
     all_sweeps = sweeps.workflow_sweeps(config)
     of_record = sweeps.sweep_of_record(all_sweeps)
     pending = [r for r in runs if not exists(r.record_path)]

@@ -127,3 +127,17 @@ def test_the_checkpoint_command_writes_the_kept_points_and_refuses_an_incomplete
         for r in runs
         if r.spec.seed == 0 and r.spec.hparams["learning_rate"] == lr
     ]
+
+
+def test_the_cost_preview_counts_the_sub_grid_not_the_full_grid(cfg):
+    cells = halving.halving_cells(cfg, "table5_mnist")
+    searched = halving.searched_runs(cfg, "table5_mnist")
+    points = [len(runs) // 3 for _, _, runs in cells]  # 3 seeds each
+    assert len(searched) == sum(n + 2 * min(2, n) for n in points) < sum(len(runs) for _, _, runs in cells)
+    _plant(cfg, {(0.05, 0): 80.0, (0.1, 0): 90.0, (0.2, 0): 85.0, (0.4, 0): 70.0})
+    kept_lrs = {
+        r.spec.hparams["learning_rate"]
+        for r in halving.searched_runs(cfg, "table5_mnist")
+        if r.spec.method == "dpsgd" and r.spec.seed != 0
+    }
+    assert kept_lrs == {0.1, 0.2}
