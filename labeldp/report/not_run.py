@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from labeldp.report.outputs import renderer
 from labeldp.report.render import save_figure
-from labeldp.report.tables import load_reference
+from labeldp.report.reference import load_reference
 
 __all__ = ["build_rows", "main_not_run"]
 

@@ -24,7 +24,7 @@ from labeldp import records
 from labeldp.plan import table_runs
 from labeldp.report.outputs import renderer
 from labeldp.report.render import save_figure
-from labeldp.report.tables import load_reference
+from labeldp.report.reference import load_reference
 
 __all__ = ["build_rows", "main_run_times", "METRIC"]
 
