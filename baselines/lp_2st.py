@@ -250,6 +250,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         cfg = staged.config
         details["recipe"] = {
             "momentum": cfg.momentum,
+            "nesterov": cfg.nesterov,
             "lr_schedule": cfg.lr_schedule,
             "warmup_fraction": cfg.warmup_fraction,
             "l2": cfg.l2,

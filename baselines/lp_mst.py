@@ -309,6 +309,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "mixup_alpha": {"stage1": staged.mixup[1], "later_stages": staged.mixup[2]},
         "recipe": {
             "momentum": cfg.momentum,
+            "nesterov": cfg.nesterov,
             "lr_schedule": cfg.lr_schedule,
             "warmup_fraction": cfg.warmup_fraction,
             "l2": cfg.l2,

@@ -73,10 +73,13 @@ def halving_keep(tcfg: Mapping[str, Any]) -> int | None:
     return keep
 
 
-def selection_metric(tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None) -> str:
+def selection_metric(
+    tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None, *, default: str | None = None
+) -> str:
     """The metric a cell's configuration is chosen on: the column's ``selection_metric``, the table's, or
-    the table's ``metric`` (the paper's selection on the test set)."""
-    return (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric") or tcfg["metric"]
+    ``default`` (the metric the cell reports; the non-private cell of a relative-AUC table reports
+    ``test_auc``), else the table's ``metric`` (the paper's selection on the test set)."""
+    return (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric") or default or tcfg["metric"]
 
 
 def _column_cfg(tcfg: Mapping[str, Any], column_id: str) -> Mapping[str, Any] | None:

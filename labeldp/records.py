@@ -311,10 +311,12 @@ def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
 def record_paths(results_dir: str | os.PathLike) -> list[Path]:
     """Every run record under a results directory, sorted: its ``*.json`` files except those of the
     SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), the sweeps'
-    markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`) and the papers' worked examples
+    markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`), the successive-halving selections
+    (``<results_dir>/.halving/``, :mod:`labeldp.halving`) and the papers' worked examples
     (``<results_dir>/examples/``, :mod:`labeldp.regression.paper_example`), which are not runs."""
     root = Path(results_dir)
-    return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in ("ssl", ".sweeps", "examples"))
+    skip = ("ssl", ".sweeps", ".halving", "examples")
+    return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in skip)
 
 
 def read_record(path: str | os.PathLike) -> dict[str, Any]:

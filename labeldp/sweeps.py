@@ -31,7 +31,7 @@ import json
 import os
 from typing import Any, Iterable, Mapping
 
-from labeldp.halving import stage_two_points
+from labeldp.halving import halving_keep, stage_two_points
 from labeldp.methods.base import RunSpec
 from labeldp.plan import PlannedRun, all_runs, run_id, runs_by_table
 
@@ -190,12 +190,11 @@ def workflow_sweeps(
     """The workflow's sweeps: every table's runs (:func:`labeldp.plan.runs_by_table`, or ``by_table`` when the
     caller has it), grouped by the tables that need them (what the Snakefile plans)."""
     by_table = runs_by_table(config) if by_table is None else by_table
-    return plan_sweeps(
-        config,
-        all_runs(config, by_table).values(),
-        tables_of=tables_of_records(by_table),
-        apart=stage_two_points(config),
-    )
+    tables_of = tables_of_records(by_table)
+    halved = {t for t, tcfg in config["tables"].items() if halving_keep(tcfg)}
+    # a stage-2 run that a full-grid table needs too trains with its cell's other runs anyway
+    apart = {p: hp for p, hp in stage_two_points(config).items() if set(tables_of.get(p, ())) <= halved}
+    return plan_sweeps(config, all_runs(config, by_table).values(), tables_of=tables_of, apart=apart)
 
 
 def sweep_of_record(sweeps: Mapping[str, Sweep]) -> dict[str, str]:

@@ -141,3 +141,24 @@ def test_the_cost_preview_counts_the_sub_grid_not_the_full_grid(cfg):
         if r.spec.method == "dpsgd" and r.spec.seed != 0
     }
     assert kept_lrs == {0.1, 0.2}
+
+
+def test_the_selections_are_not_read_as_run_records(cfg, tmp_path):
+    from labeldp import records
+
+    _plant(cfg, {(0.05, 0): 80.0})
+    sel = tmp_path / "results" / ".halving" / "table5_mnist" / "dpsgd" / "eps1.0.json"
+    sel.parent.mkdir(parents=True)
+    sel.write_text(json.dumps({"kept": []}))
+    assert [p.name for p in records.record_paths(tmp_path / "results")] == ["seed0.json"]
+
+
+def test_a_stage_two_run_that_a_full_grid_table_needs_stays_with_its_cell(cfg):
+    cfg["tables"]["table5_full"] = {k: v for k, v in cfg["tables"]["table5_mnist"].items() if k != "search"}
+    by_table = {
+        t: [r for r in plan.table_runs(cfg, t) if r.spec.method == "dpsgd"] for t in ("table5_mnist", "table5_full")
+    }
+    sw = sweeps.workflow_sweeps(cfg, by_table)
+    assert len(sw) == 1 and len(next(iter(sw.values())).runs) == len(LRS) * 3
+    alone = sweeps.workflow_sweeps(cfg, {"table5_mnist": by_table["table5_mnist"]})
+    assert len(alone) == 1 + len(LRS)

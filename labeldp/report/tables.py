@@ -162,7 +162,7 @@ def build_cell(
         return cell
     # the honest protocol (003's figures, a column's held-out selection: labeldp.selection) selects on the
     # noisy held-out labels, not the test set
-    select_on = selection_metric(tcfg, column_cfg)
+    select_on = selection_metric(tcfg, column_cfg, default=metric)
     runs = cell_runs(config, table, col, eps)
     # a successive-halving table (labeldp.halving) trains a sub-grid and chooses among its kept points
     search = search_cell(config, table, runs, metric=select_on)

@@ -141,7 +141,13 @@ def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
     assert d["stages"] == 3 and len(d["per_stage"]) == 3
     assert sum(s["num_queried"] for s in d["per_stage"]) == data.y_train.size
     assert d["per_stage"][-1]["test_accuracy_pct"] == res.metrics["test_accuracy_pct"]
-    assert d["recipe"] == {"momentum": 0.9, "lr_schedule": "warmup_linear_decay", "warmup_fraction": 0.15, "l2": 1e-4}
+    assert d["recipe"] == {
+        "momentum": 0.9,
+        "nesterov": False,
+        "lr_schedule": "warmup_linear_decay",
+        "warmup_fraction": 0.15,
+        "l2": 1e-4,
+    }
     assert res.privacy.epsilon == 1.0 and res.privacy.delta == 0.0 and res.privacy.valid
     assert res.privacy.neighboring_relation is accounting.LABEL_SUBSTITUTION
     assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=1.0))

@@ -10,7 +10,7 @@ from labeldp.config_semantics import validate_semantics
 from labeldp.plan import ConfigError
 from labeldp.report import eps_curves
 from tests.helpers import install_fake_methods, repo_config
-from tests.report.test_tables import _write
+from tests.helpers import write_table_record as _write
 
 
 @pytest.fixture

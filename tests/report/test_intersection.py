@@ -76,7 +76,7 @@ def test_table12_rows_come_from_the_sweeps_records(tmp_path, monkeypatch):
     """A planted K = 10 sweep: LabelDP-Pro ahead until eps 1.1, RR-Debiased ahead from 1.2 (RR never): eps* is
     1.1 ~ 1.2; the rows whose sweeps have no records say not run."""
     from tests.helpers import install_fake_methods
-    from tests.report.test_tables import _write
+    from tests.helpers import write_table_record as _write
 
     install_fake_methods(monkeypatch, ["rr", "rr_debiased", "labeldp_pro"], axes=("learning_rate",))
     cfg = repo_config(results_dir=str(tmp_path / "results"), reference_dir=repo_config()["reference_dir"])

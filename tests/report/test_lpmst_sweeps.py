@@ -8,7 +8,7 @@ import pytest
 from labeldp import plan, records
 from labeldp.report import lpmst_sweeps
 from tests.helpers import repo_config
-from tests.report.test_tables import _write
+from tests.helpers import write_table_record as _write
 
 
 def _config(tmp_path):

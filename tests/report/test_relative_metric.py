@@ -16,7 +16,7 @@ from labeldp.config import SCHEMA, validate_config
 from labeldp.plan import ConfigError
 from labeldp.report import scorecard, tables
 from tests.helpers import REPO, install_fake_methods, repo_config
-from tests.report.test_tables import _write
+from tests.helpers import write_table_record as _write
 
 REF = REPO / "workflow/resources/reference"
 T = "hybrid_table2"
@@ -243,3 +243,10 @@ def test_schema_requires_the_nonprivate_runs_for_the_relative_metric():
     cfg["tables"][T]["nonprivate"] = False
     with pytest.raises(ConfigError, match="nonprivate"):
         validate_config(cfg, SCHEMA)
+
+
+def test_the_nonprivate_reference_is_its_best_configuration_not_its_first(cfg):
+    """The non-private cell reports test AUC and is chosen on it (not on the table's derived metric)."""
+    _fill(cfg, "nonprivate", math.inf, {0.1: [0.70, 0.70, 0.70], 0.2: [0.80, 0.82, 0.78]})
+    res = tables.build_table(cfg, T)
+    assert res.nonprivate.best_hparams == {"learning_rate": 0.2} and res.nonprivate.mean == pytest.approx(0.80)

@@ -9,7 +9,7 @@ from labeldp.config_semantics import validate_semantics
 from labeldp.plan import ConfigError
 from labeldp.report import training_curves
 from tests.helpers import install_fake_methods, repo_config
-from tests.report.test_tables import _write
+from tests.helpers import write_table_record as _write
 
 
 def test_each_lambdas_curve_is_the_seed_mean_of_its_reported_configuration(tmp_path, monkeypatch):

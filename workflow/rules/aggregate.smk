@@ -16,7 +16,8 @@ def sweep_markers(names):
     missing"; used for partial CPU/GPU reports; rebuild with --forcerun table figure).
     A successive-halving table (labeldp.halving) asks for each cell's stage-1 sweeps and its
     ``.done`` file (rule halving_cell_done: the sweeps of the points the checkpoint kept); where a
-    cell's selection is on disk, also for those sweeps directly (a fresh clone trains what is missing)."""
+    cell has finished (its ``.done`` and selection on disk), also for those sweeps directly (a fresh
+    clone with the report committed trains what is missing); otherwise the checkpoint decides."""
     if config.get("aggregate_existing_only"):
         return []
     out = set()
@@ -28,9 +29,10 @@ def sweep_markers(names):
         for col, eps, runs in cells:
             _, first, rest = _halving.stage_runs(config, name, col.id, eps)
             out.update(SWEEP_OF_RECORD[r.record_path] for r in first)
-            out.add(_halving.selection_path(config, name, col.id, eps).removesuffix(".json") + ".done")
             chosen = _halving.selection_path(config, name, col.id, eps)
-            if os.path.exists(chosen):
+            done = chosen.removesuffix(".json") + ".done"
+            out.add(done)
+            if os.path.exists(done) and os.path.exists(chosen):  # a finished cell: its kept points' sweeps
                 out.update(_kept_markers(chosen, rest))
     return sorted(out)
 
