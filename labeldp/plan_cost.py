@@ -99,7 +99,9 @@ def estimate(
     costs = costs or load_costs()
     exists = exists or os.path.exists
     tables = list(config["tables"]) if "all" in targets else list(targets)
-    plan.select_runs(config, tables)  # an unknown target fails here, naming the known ones
+    unknown = [t for t in tables if t not in config["tables"]]
+    if unknown:
+        raise plan.ConfigError(f"unknown table {unknown[0]!r}; known: {sorted(config['tables'])}")
     # a successive-halving table trains a sub-grid (labeldp.halving): only those runs are counted
     halved = [t for t in tables if halving.halving_keep(config["tables"][t])]
     runs = {r.record_path: r for r in plan.select_runs(config, [t for t in tables if t not in halved])}
