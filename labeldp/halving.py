@@ -53,6 +53,7 @@ __all__ = [
     "selection_path",
     "description",
     "searched_runs",
+    "split_stages",
 ]
 
 
@@ -139,6 +140,11 @@ def _split(runs: Sequence[PlannedRun], first_seed: int) -> tuple[list[PlannedRun
         if r.spec.seed != first_seed:
             rest.setdefault(hp_id(r.spec.hparams), []).append(r)
     return first, rest
+
+
+def split_stages(config: Mapping[str, Any], table: str, runs: Sequence[PlannedRun]):
+    """``(stage-1 runs, {point: stage-2 runs})`` of a cell of ``table`` whose full grid is ``runs``."""
+    return _split(runs, table_seeds(config, table)[0])
 
 
 def search_cell(

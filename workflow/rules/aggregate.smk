@@ -27,7 +27,7 @@ def sweep_markers(names):
             out.update(SWEEP_OF_RECORD[r.record_path] for r in TABLE_RUNS[name])
             continue
         for col, eps, runs in cells:
-            _, first, rest = _halving.stage_runs(config, name, col.id, eps)
+            first, rest = _halving.split_stages(config, name, runs)  # the cell's runs, planned once
             out.update(SWEEP_OF_RECORD[r.record_path] for r in first)
             chosen = _halving.selection_path(config, name, col.id, eps)
             done = chosen.removesuffix(".json") + ".done"
