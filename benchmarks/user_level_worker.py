@@ -263,7 +263,7 @@ def _breakdown(step, denoiser, state, batch, rng, solver) -> dict:
     _, t_den = timed(
         lambda: denoiser(
             noisy,
-            logits_fn=step._proj_fn,
+            logits_fn=step.projection_logits_fn,
             params=state.params,
             x=None,
             mask=None,
@@ -273,7 +273,7 @@ def _breakdown(step, denoiser, state, batch, rng, solver) -> dict:
     )
     out = {"noisy_gradient_s": t_noisy, "denoiser_s": t_den, "calls": 1, "solver": solver}
     if solver == "matrix_free":
-        _, t_norms = timed(lambda: column_norms(step._proj_fn, state.params, batch.x_alt, mask=batch.alt_mask))
+        _, t_norms = timed(lambda: column_norms(step.projection_logits_fn, state.params, batch.x_alt, mask=batch.alt_mask))
         out.update(column_norms_s=t_norms, projection_rest_s=t_den - t_norms)
     return out
 
