@@ -273,7 +273,9 @@ def _breakdown(step, denoiser, state, batch, rng, solver) -> dict:
     )
     out = {"noisy_gradient_s": t_noisy, "denoiser_s": t_den, "calls": 1, "solver": solver}
     if solver == "matrix_free":
-        _, t_norms = timed(lambda: column_norms(step.projection_logits_fn, state.params, batch.x_alt, mask=batch.alt_mask))
+        _, t_norms = timed(
+            lambda: column_norms(step.projection_logits_fn, state.params, batch.x_alt, mask=batch.alt_mask)
+        )
         out.update(column_norms_s=t_norms, projection_rest_s=t_den - t_norms)
     return out
 
