@@ -48,7 +48,8 @@ from labeldp.dpsgd.sampling import (  # noqa: F401
     sample_alt_batch,
     shuffled_batches,
 )
-from labeldp.dpsgd.step import DPSGDStep, make_dpsgd_step  # noqa: F401
+from labeldp.dpsgd.make_step import make_dpsgd_step  # noqa: F401
+from labeldp.dpsgd.step import DPSGDStep  # noqa: F401
 from labeldp.dpsgd.step_types import (  # noqa: F401
     Batch,
     DPSGDConfig,

@@ -26,7 +26,7 @@ import jax
 import numpy as np
 
 from labeldp.dpsgd.sampling import sample_alt_batch
-from labeldp.dpsgd.step_types import Batch, TrainState
+from labeldp.dpsgd.step_types import Batch, StepHyper, TrainState
 from labeldp.dpsgd.training_plan import DPTrainingPlan
 
 __all__ = ["BATCH_STREAM", "ALT_STREAM", "DPLoopResult", "split_init_key", "run_dp_loop"]
@@ -110,6 +110,7 @@ def run_dp_loop(
     alt_batch_size: int = 0,
     gather_alt: Callable[[np.ndarray], Any] | None = None,
     progress: Callable | None = None,
+    hyper: StepHyper | None = None,
 ) -> DPLoopResult:
     """Runs exactly ``plan.steps`` private steps on the plan's batches.
 
@@ -125,6 +126,8 @@ def run_dp_loop(
       alt_batch_size: units in LabelDP-Pro's alternative batch per step (0: none).
       gather_alt: ``indices -> x_alt`` (default ``gather``).
       progress: wraps the batch iterator (e.g. a progress bar); None for none.
+      hyper: the run's C and sigma as traced values, for a step shared by the runs of a sweep
+        (``DPSGDStep.__call__``); None: the step's config.
 
     Returns:
       A :class:`DPLoopResult`.
@@ -139,7 +142,8 @@ def run_dp_loop(
     for idx, mask in batches:
         x_alt = gather_alt(sample_alt_batch(plan.n, size=alt_batch_size, rng=alt_rng)) if alt_batch_size else None
         key, sub = jax.random.split(key)
-        state, info = step(state, Batch(x=gather(idx), y=labels[idx], mask=mask, x_alt=x_alt), sub)
+        batch = Batch(x=gather(idx), y=labels[idx], mask=mask, x_alt=x_alt)
+        state, info = step(state, batch, sub) if hyper is None else step(state, batch, sub, hyper)
         losses.append(info.loss)
         clipped.append(info.clipped_fraction)
         norms.append(info.grad_norm)

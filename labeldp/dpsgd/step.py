@@ -2,14 +2,13 @@
 
 :class:`DPSGDStep` (per-unit gradients, L2 clipping, Gaussian noise on the sum divided by the
 expected batch size n1, the denoiser, the optimizer update; chunked sums for batches longer than
-``pad_to``) and its builder :func:`make_dpsgd_step`. Re-exported by :mod:`labeldp.dpsgd`, whose
-docstring describes sampling, units and losses.
+``pad_to``); built by :func:`labeldp.dpsgd.make_step.make_dpsgd_step`. Re-exported by
+:mod:`labeldp.dpsgd`, whose docstring describes sampling, units and losses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -34,13 +33,12 @@ from labeldp.dpsgd.step_types import (
     TrainLogitsFn,
     TrainState,
     as_float_mask,
-    cross_entropy,
     leading_shape,
     tree_sqnorm,
 )
 from labeldp.dpsgd.tapped_logits import TappedLogits
 
-__all__ = ["DPSGDStep", "make_dpsgd_step"]
+__all__ = ["DPSGDStep"]
 
 _tree_map = jax.tree_util.tree_map
 
@@ -67,6 +65,8 @@ class DPSGDStep:
       formulation: how the clipped sum is computed (:mod:`labeldp.dpsgd.clipping`):
         ``"vmap_grad"`` or ``"bookkeeping"``.
       chunk_size: units per chunk of the book-keeping formulation (``None``: whole batch).
+      require_hyper: every call must pass ``hyper`` (a step shared by runs with different C and
+        sigma, :mod:`labeldp.dpsgd.shared_steps`: its config's C and sigma are one run's).
     """
 
     def __init__(
@@ -82,8 +82,10 @@ class DPSGDStep:
         formulation: str = "auto",
         chunk_size: int | None = None,
         tapped_projection: bool = False,
+        require_hyper: bool = False,
     ):
         self.config = config
+        self.require_hyper = bool(require_hyper)
         self.formulation = resolve_formulation(formulation, tapped_available=tapped_fn is not None)
         self.chunk_size = chunk_size if chunk_size is not None else default_chunk_size()
         self._tapped_fn = tapped_fn
@@ -122,7 +124,9 @@ class DPSGDStep:
         """Initial :class:`TrainState` for ``params``."""
         return TrainState(params=params, opt_state=self.optimizer.init(params), step=jnp.zeros((), jnp.int32))
 
-    def __call__(self, state: TrainState, batch: Batch, rng: jax.Array) -> tuple[TrainState, StepInfo]:
+    def __call__(
+        self, state: TrainState, batch: Batch, rng: jax.Array, hyper: StepHyper | None = None
+    ) -> tuple[TrainState, StepInfo]:
         """One step of 000 Algorithm 1.
 
         Args:
@@ -130,16 +134,20 @@ class DPSGDStep:
           batch: a :class:`Batch`; its length B is at most ``pad_to`` (one chunk) or longer
             (summed in chunks of ``pad_to``; the last chunk is padded).
           rng: a JAX PRNG key (noise, dropout; split internally).
+          hyper: C and sigma as traced values (:class:`StepHyper`, built by ``StepHyper.of``) so
+            that runs of a sweep which differ in them call one compiled program; None: the
+            config's constants. Either way the step computes the same numbers on CPU.
 
         Returns:
           ``(new_state, info)``.
         """
+        self._check_hyper(hyper)
         batch = self._normalize(batch)
         b = batch.mask.shape[0]
         host = self.denoiser.host_loop(state.params)
         if b <= self.pad_to and not host:
-            return self._fused_jit(state, batch, rng)
-        noisy, stats = self.noisy_gradient(state.params, batch, rng)
+            return self._fused_jit(state, batch, rng, hyper)
+        noisy, stats = self.noisy_gradient(state.params, batch, rng, hyper)
         denoised, dinfo = self._run_denoiser(noisy, state.params, batch, host)
         new_state, gnorm = self._update_jit(state, denoised)
         return new_state, self._info(stats, gnorm, dinfo)
@@ -163,30 +171,36 @@ class DPSGDStep:
                 f"the {self.denoiser.name} denoiser runs a Python-driven loop; pure_step needs an "
                 "in-jit denoiser (loop='fori')"
             )
+        self._check_hyper(hyper)
         return self._fused(state, self._normalize(batch), rng, hyper)
 
-    def noisy_gradient(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
+    def noisy_gradient(
+        self, params: PyTree, batch: Batch, rng: jax.Array, hyper: StepHyper | None = None
+    ) -> tuple[PyTree, dict]:
         """The privatized gradient g~ of 000 Algorithm 1 line 5 (before the denoiser).
 
         Args:
           params: model parameters.
           batch: a :class:`Batch` (any length; chunked by ``pad_to``).
           rng: the step's PRNG key (the same key as passed to ``__call__`` gives the same noise).
+          hyper: traced C and sigma (see ``__call__``); None: the config's.
 
         Returns:
           ``(g~, stats)`` with ``g~ = (sum_i clip(g_i) + N(0, sigma^2 C^2)) / n1``.
         """
+        self._check_hyper(hyper)
         batch = self._normalize(batch)
         b = batch.mask.shape[0]
         if b <= self.pad_to:
-            return self._noisy_jit(params, batch.x, batch.y, batch.mask, rng)
+            return self._noisy_jit(params, batch.x, batch.y, batch.mask, rng, hyper)
         noise_key, drop_key, _ = jax.random.split(rng, 3)
+        clip = None if hyper is None else hyper.clip_norm
         total, stats = None, None
         for c, (xc, yc, mc) in enumerate(self._chunks(batch)):
-            s, st = self._clipped_sum_jit(params, xc, yc, mc, jax.random.fold_in(drop_key, c))
+            s, st = self._clipped_sum_jit(params, xc, yc, mc, jax.random.fold_in(drop_key, c), clip)
             total = s if total is None else self._add_jit(total, s)
             stats = st if stats is None else self._add_jit(stats, st)
-        return self._privatize_jit(total, noise_key), stats
+        return self._privatize_jit(total, noise_key, hyper), stats
 
     def clipped_sum(self, params: PyTree, batch: Batch, rng: jax.Array) -> tuple[PyTree, dict]:
         """``sum_i clip_C(g_i)`` over the real units of a batch of length <= ``pad_to`` (no noise).
@@ -195,11 +209,19 @@ class DPSGDStep:
           ``(sum, stats)``; stats holds sums (loss_sum, num_examples, num_units, num_clipped,
           norm_sum) over real units.
         """
+        self._check_hyper(None)
         batch = self._normalize(batch)
         _, drop_key, _ = jax.random.split(rng, 3)
         return self._clipped_sum_jit(params, batch.x, batch.y, batch.mask, jax.random.fold_in(drop_key, 0))
 
     # ---- internals ---------------------------------------------------------------------------
+
+    def _check_hyper(self, hyper: StepHyper | None) -> None:
+        if hyper is None and self.require_hyper:
+            raise ValueError(
+                "this step is shared by runs with different C and sigma (labeldp.dpsgd.shared_steps): "
+                "pass the run's hyper=StepHyper.of(config)"
+            )
 
     def _normalize(self, batch: Batch) -> Batch:
         mask = as_float_mask(batch.mask)
@@ -260,7 +282,7 @@ class DPSGDStep:
         cfg = self.config
         leaves, treedef = jax.tree_util.tree_flatten(total)
         keys = jax.random.split(key, len(leaves))
-        std = cfg.noise_multiplier * cfg.clip_norm if hyper is None else hyper.noise_multiplier * hyper.clip_norm
+        std = cfg.noise_multiplier * cfg.clip_norm if hyper is None else hyper.sum_noise_std()
         noisy = [
             (leaf + std * jax.random.normal(k, leaf.shape, leaf.dtype)) / cfg.expected_batch_size
             for leaf, k in zip(leaves, keys)
@@ -320,68 +342,3 @@ class DPSGDStep:
             denoised, dinfo = self._denoise(noisy, state.params, x, mask, batch.x_alt, batch.alt_mask)
         new_state, gnorm = self._update(state, denoised)
         return new_state, self._info(stats, gnorm, dinfo)
-
-
-def make_dpsgd_step(
-    *,
-    optimizer: optax.GradientTransformation,
-    config: DPSGDConfig,
-    model: Any | None = None,
-    logits_fn: TrainLogitsFn | None = None,
-    projection_logits_fn: Callable[[PyTree, jax.Array], jax.Array] | None = None,
-    loss_fn: LossFn = cross_entropy,
-    denoiser: Denoiser | None = None,
-    tapped_fn: TappedFn | None = None,
-    formulation: str = "auto",
-    chunk_size: int | None = None,
-) -> DPSGDStep:
-    """Builds the DP-SGD / LabelDP-Pro step of 000 Algorithm 1.
-
-    Args:
-      optimizer: an optax transformation (000 uses SGD; RMSprop for Table 7).
-      config: a :class:`DPSGDConfig` (C, sigma, n1, sampling, unit, pad_to).
-      model: a :class:`labeldp.models.ModelSpec`; sets ``logits_fn = model.train_logits`` and
-        ``projection_logits_fn = model.logits`` unless those are given.
-      logits_fn: training-mode logits ``f(params, x, rng) -> (n, K)`` (rng for dropout).
-      projection_logits_fn: deterministic ``f(params, x) -> (n, K)`` used by the denoiser's
-        projection (hashable).
-      loss_fn: per-example loss ``(logits (K,), target) -> scalar``; default
-        :func:`cross_entropy` (int label or (K,) weights).
-      denoiser: a :class:`~labeldp.denoisers.Denoiser`; default NoOp (plain DP-SGD).
-      tapped_fn: the model's tapped forward ``(params, x, tape) -> logits``
-        (:mod:`labeldp.dpsgd.tape`), computing the same logits as ``logits_fn``; taken from
-        ``model.tapped`` when ``model`` is given without its own ``logits_fn``.
-      formulation: how per-unit clipped sums are computed (:mod:`labeldp.dpsgd.clipping`):
-        ``"auto"`` (book-keeping on CPU when a tapped forward exists, else the reference),
-        ``"vmap_grad"`` or ``"bookkeeping"``.
-      chunk_size: units per chunk of the book-keeping formulation; ``None``: 64 on CPU, the
-        whole batch elsewhere.
-
-    Returns:
-      A :class:`DPSGDStep`.
-
-    Raises:
-      ValueError: ``formulation="bookkeeping"`` without a tapped forward, or an unknown name.
-    """
-    tapped_projection = False
-    if model is not None:
-        if tapped_fn is None and logits_fn is None:
-            tapped_fn = model.tapped
-            # the projection's per-class rows through the same tape, when it projects with the model's logits
-            tapped_projection = projection_logits_fn is None and tapped_fn is not None
-        logits_fn = logits_fn or model.train_logits
-        projection_logits_fn = projection_logits_fn or model.logits
-    if logits_fn is None:
-        raise ValueError("give model= or logits_fn=")
-    return DPSGDStep(
-        logits_fn=logits_fn,
-        projection_logits_fn=projection_logits_fn,
-        optimizer=optimizer,
-        config=config,
-        loss_fn=loss_fn,
-        denoiser=denoiser if denoiser is not None else NoOp(),
-        tapped_fn=tapped_fn,
-        formulation=formulation,
-        chunk_size=chunk_size,
-        tapped_projection=tapped_projection,
-    )

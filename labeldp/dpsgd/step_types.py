@@ -145,18 +145,44 @@ class StepInfo(NamedTuple):
 
 
 class StepHyper(NamedTuple):
-    """Per-run values a step can take as traced arguments instead of its config's constants, so
-    that runs differing only in them share one compiled, vmapped program
-    (:mod:`labeldp.dpsgd.vmapped_loop`). The learning rate travels in the optimizer state
-    (``optax.inject_hyperparams``).
+    """Per-run values a step takes as traced arguments instead of its config's constants, so that
+    runs differing only in them share one compiled program: one vmapped program
+    (:mod:`labeldp.dpsgd.vmapped_loop`), or one program that the runs of a sequential sweep call in
+    turn (:mod:`labeldp.methods.private_training`). The learning rate travels in the optimizer state
+    (``optax.inject_hyperparams``). Build it with :meth:`of`.
 
     Attributes:
-      clip_norm: C of this run (a scalar array).
-      noise_multiplier: sigma of this run (a scalar array); the noise is N(0, sigma^2 C^2 I).
+      clip_norm: C of this run (a float32 scalar).
+      noise_multiplier: sigma of this run (a float32 scalar).
+      noise_scale: sigma * C, the standard deviation of the noise added to the clipped sum,
+        multiplied in float64 and then rounded to float32 (what a step with the constants in its
+        program multiplies by, so the traced step's noise is bit for bit the same); None: the
+        float32 product ``noise_multiplier * clip_norm``.
     """
 
     clip_norm: jax.Array
     noise_multiplier: jax.Array
+    noise_scale: jax.Array | None = None
+
+    @classmethod
+    def of(cls, config: DPSGDConfig) -> StepHyper:
+        """The traced values of ``config``'s C and sigma.
+
+        Args:
+          config: the run's :class:`DPSGDConfig`.
+
+        Returns:
+          A :class:`StepHyper` of float32 scalars.
+        """
+        return cls(
+            clip_norm=jnp.asarray(float(config.clip_norm), jnp.float32),
+            noise_multiplier=jnp.asarray(float(config.noise_multiplier), jnp.float32),
+            noise_scale=jnp.asarray(float(config.noise_multiplier) * float(config.clip_norm), jnp.float32),
+        )
+
+    def sum_noise_std(self) -> jax.Array:
+        """Standard deviation of the noise added to the clipped sum (sigma C)."""
+        return self.noise_multiplier * self.clip_norm if self.noise_scale is None else self.noise_scale
 
 
 def cross_entropy(logits: jax.Array, target: jax.Array) -> jax.Array:

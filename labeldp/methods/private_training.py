@@ -21,11 +21,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from tqdm.auto import tqdm
 
-from labeldp.dpsgd import DPSGDConfig, StepHyper, make_dpsgd_step
+from labeldp.dpsgd import DPSGDConfig, StepHyper
 from labeldp.dpsgd.loop import DPLoopResult, run_dp_loop, split_init_key
+from labeldp.dpsgd.shared_steps import shared_dpsgd_step, with_learning_rate
 from labeldp.dpsgd.training_plan import make_training_plan
 from labeldp.dpsgd.vmapped_loop import BatchTooLong, VmappedRun, run_dp_loops_vmapped
 from labeldp.methods.base import MethodResult, RunSpec
@@ -145,7 +145,11 @@ class PreparedRun:
       spec, data, denoiser: the run, its prepared data and its denoiser.
       arrays: its :class:`TrainingArrays`.
       plan: its :class:`~labeldp.dpsgd.training_plan.DPTrainingPlan`.
-      model, step, state, key: the model, the compiled step, the initial state and the noise key stream.
+      model, step, state, key: the model, the compiled step (shared by the process's runs that differ
+        only in learning rate, C, sigma and seed; :mod:`labeldp.dpsgd.shared_steps`), the initial
+        state (the run's learning rate in its optimizer state) and the noise key stream.
+      config, hyper: the run's :class:`DPSGDConfig` and its C and sigma as the step's traced
+        :class:`StepHyper` (every call of ``step`` passes ``hyper``).
       alt_batch_size: units of the alternative batch per step (0: none); ``n2`` as configured.
       projection_solver: what the denoiser's projection solves with (for the record).
       amplification: whether the accountant used amplification by subsampling.
@@ -161,6 +165,8 @@ class PreparedRun:
     step: Any
     state: Any
     key: Any
+    config: DPSGDConfig
+    hyper: StepHyper
     alt_batch_size: int
     n2: int
     projection_solver: Any
@@ -221,11 +227,11 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
     cfg = DPSGDConfig(
         clip_norm=clip, noise_multiplier=run_plan.noise_multiplier, expected_batch_size=n1, sampling=spec.sampling
     )
-    step = make_dpsgd_step(
-        optimizer=optax.sgd(lr, momentum=sgd_momentum(spec)),
-        config=cfg,
+    step = shared_dpsgd_step(
         model=model,
         denoiser=denoiser,
+        config=cfg,
+        momentum=sgd_momentum(spec),
         formulation=str(spec.options.get("clipping_formulation", "auto")),
     )
     key, params = initial_params(model, seed=spec.seed)
@@ -243,8 +249,10 @@ def prepare_private_run(data, spec: RunSpec, *, denoiser, arrays: TrainingArrays
         plan=run_plan,
         model=model,
         step=step,
-        state=step.init(params),
+        state=with_learning_rate(step.init(params), lr),
         key=key,
+        config=cfg,
+        hyper=StepHyper.of(cfg),
         alt_batch_size=min(n2, n) if denoiser.uses_alt_batch else 0,
         n2=n2,
         projection_solver=projection_solver,
@@ -332,6 +340,7 @@ def train_private(data, spec: RunSpec, *, denoiser, desc: str) -> MethodResult:
         labels=y_dev,
         alt_batch_size=run.alt_batch_size,
         progress=lambda it, total: tqdm(it, total=total, desc=desc, leave=False, disable=None),
+        hyper=run.hyper,
     )
     return finish_private_run(run, loop)
 
@@ -384,30 +393,13 @@ def train_private_vmapped(data, specs: Sequence[RunSpec], *, denoisers: Sequence
     arrays = training_arrays(data, specs[0])
     prepared = [prepare_private_run(data, s, denoiser=d, arrays=arrays) for s, d in zip(specs, denoisers)]
     first = prepared[0]
-    template = make_dpsgd_step(
-        optimizer=optax.inject_hyperparams(optax.sgd)(learning_rate=1.0, momentum=sgd_momentum(first.spec)),
-        config=first.step.config,
-        model=first.model,
-        denoiser=first.denoiser,
-        formulation=str(first.spec.options.get("clipping_formulation", "auto")),
-    )
+    template = first.step  # the runs' shared step: one group key means one shared_dpsgd_step key
     if template.denoiser.host_loop(first.state.params):
         raise ValueError(
             f"the {first.denoiser.name} denoiser runs a Python-driven loop on this backend; "
             "its runs cannot be vmapped (train them one by one)"
         )
-    runs = []
-    for p in prepared:
-        state = template.init(p.state.params)
-        lr = jnp.asarray(float(p.spec.hparams["learning_rate"]), jnp.float32)
-        state = state._replace(
-            opt_state=state.opt_state._replace(hyperparams={**state.opt_state.hyperparams, "learning_rate": lr})
-        )
-        hyper = StepHyper(
-            clip_norm=jnp.asarray(p.step.config.clip_norm, jnp.float32),
-            noise_multiplier=jnp.asarray(p.step.config.noise_multiplier, jnp.float32),
-        )
-        runs.append(VmappedRun(state=state, plan=p.plan, seed=p.spec.seed, key=p.key, hyper=hyper))
+    runs = [VmappedRun(state=p.state, plan=p.plan, seed=p.spec.seed, key=p.key, hyper=p.hyper) for p in prepared]
     x_dev, y_dev = jnp.asarray(arrays.x_train), jnp.asarray(arrays.y_train)
     try:
         loops = run_dp_loops_vmapped(
@@ -428,6 +420,7 @@ def train_private_vmapped(data, specs: Sequence[RunSpec], *, denoisers: Sequence
                 gather=lambda idx: x_dev[idx],
                 labels=y_dev,
                 alt_batch_size=p.alt_batch_size,
+                hyper=p.hyper,
             )
             for p in prepared
         ]
