@@ -83,13 +83,20 @@ def run_seconds(run, *, config: Mapping[str, Any], device: str, costs: Mapping[s
 
 
 def estimate(
-    config: Mapping[str, Any], targets: Sequence[str], *, costs: Mapping[str, Any] | None = None, exists=None
+    config: Mapping[str, Any],
+    targets: Sequence[str],
+    *,
+    costs: Mapping[str, Any] | None = None,
+    exists=None,
+    by_table: Mapping[str, Sequence[plan.PlannedRun]] | None = None,
 ) -> dict[str, Any]:
     """Runs, finished runs, jobs and estimated hours of ``targets`` (tables / figures, or ``all``).
 
     Args:
       config: the workflow config. targets: table or figure names, or ``all``.
       costs: :func:`load_costs`'s data. exists: ``path -> bool`` (default: on disk).
+      by_table: :func:`labeldp.plan.runs_by_table` of ``config`` when the caller has it (planned
+        once here otherwise; the full reproduction takes seconds to plan).
 
     Raises:
       plan.ConfigError: an unknown target.
@@ -104,11 +111,12 @@ def estimate(
         raise plan.ConfigError(f"unknown table {unknown[0]!r}; known: {sorted(config['tables'])}")
     # a successive-halving table trains a sub-grid (labeldp.halving): only those runs are counted
     halved = [t for t in tables if halving.halving_keep(config["tables"][t])]
-    runs = {r.record_path: r for r in plan.select_runs(config, [t for t in tables if t not in halved])}
+    by_table = plan.runs_by_table(config) if by_table is None else by_table
+    runs = {r.record_path: r for t in tables if t not in halved for r in by_table.get(t, ())}
     for t in halved:
         runs.update((r.record_path, r) for r in halving.searched_runs(config, t))
     runs = list(runs.values())
-    all_sweeps = sweeps.workflow_sweeps(config)
+    all_sweeps = sweeps.workflow_sweeps(config, by_table)
     of_record = sweeps.sweep_of_record(all_sweeps)
     pending = [r for r in runs if not exists(r.record_path)]
     jobs = {of_record[r.record_path] for r in pending}

@@ -21,6 +21,15 @@ target hold only its tables' runs, even where another table of the merged config
 different grid. The sweep id is ``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>/<hash>``
 where the hash covers the common spec, the job's list of runs and that set of tables, so a changed grid gives new jobs (whose
 already-finished runs are skipped, not redone) and never a stale marker.
+
+The config's ``sweep_grouping`` chooses what a sweep holds: ``cell`` (the default) is the above;
+``method`` groups every run of one prepared data file and method, whatever its eps, variant, options and
+tables (the id's variant part is ``variants`` and its eps part ``epsmany`` where the runs differ in them;
+a target then also trains the other runs of its jobs). Where every cell is one run (the smoke profile:
+one grid point, one seed) a job per cell spent most of its time starting a process, importing JAX and
+dp_accounting and loading the data (about 5 s of a 2-core CPU's time per job); the runs of a ``method``
+sweep that differ only in eps still call one compiled step, sigma being one of its traced inputs
+(:mod:`labeldp.dpsgd.shared_steps`).
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ __all__ = [
     "tables_of_records",
     "sweep_of_runs",
     "max_runs",
+    "GROUPINGS",
+    "grouping",
     "marker_dir",
 ]
 
@@ -68,18 +79,26 @@ class Sweep:
     marker_path: str
 
     def to_dict(self) -> dict[str, Any]:
-        """The job's arguments, compact: the common spec once, then (hparams, seed, record) per run."""
-        common = {k: v for k, v in self.runs[0].spec.to_dict().items() if k not in ("hparams", "seed")}
-        return {
-            "id": self.id,
-            "common": common,
-            "runs": [[dict(r.spec.hparams), int(r.spec.seed), r.record_path] for r in self.runs],
-        }
+        """The job's arguments, compact: the common spec once, then (hparams, seed, record) per run, and a
+        fourth entry with the run's other fields where the sweep's runs differ in them
+        (``sweep_grouping: method``: eps, variant, options)."""
+        specs = [r.spec.to_dict() for r in self.runs]
+        varying = {k for k in specs[0] if k not in ("hparams", "seed") and any(d.get(k) != specs[0][k] for d in specs)}
+        common = {k: v for k, v in specs[0].items() if k not in ("hparams", "seed") and k not in varying}
+        rows = []
+        for r, d in zip(self.runs, specs):
+            row = [dict(r.spec.hparams), int(r.spec.seed), r.record_path]
+            rows.append(row + [{k: d[k] for k in sorted(varying)}] if varying else row)
+        return {"id": self.id, "common": common, "runs": rows}
 
     @staticmethod
     def specs_from_dict(d: Mapping[str, Any]) -> list[tuple[RunSpec, str]]:
         """``(spec, record path)`` of every run of a :meth:`to_dict` payload."""
-        return [(RunSpec.from_dict({**d["common"], "hparams": hp, "seed": seed}), path) for hp, seed, path in d["runs"]]
+        out = []
+        for hp, seed, path, *per_run in d["runs"]:
+            spec = RunSpec.from_dict({**d["common"], **(per_run[0] if per_run else {}), "hparams": hp, "seed": seed})
+            out.append((spec, path))
+        return out
 
 
 def max_runs(config: Mapping[str, Any]) -> int:
@@ -94,8 +113,26 @@ def marker_dir(config: Mapping[str, Any]) -> str:
     return os.path.join(str(config["results_dir"]), ".sweeps")
 
 
-def _group_key(run: PlannedRun) -> tuple:
+GROUPINGS = ("cell", "method")
+"""Values of the config's ``sweep_grouping`` (module docstring)."""
+
+
+def grouping(config: Mapping[str, Any]) -> str:
+    """The config's ``sweep_grouping`` (default ``cell``).
+
+    Raises:
+      ValueError: not one of :data:`GROUPINGS`.
+    """
+    value = config.get("sweep_grouping") or "cell"
+    if value not in GROUPINGS:
+        raise ValueError(f"sweep_grouping must be one of {list(GROUPINGS)}, got {value!r}")
+    return value
+
+
+def _group_key(run: PlannedRun, *, by: str = "cell") -> tuple:
     s = run.spec
+    if by == "method":
+        return (run.prepared_path, s.dataset, s.method, s.profile)
     return (
         run.prepared_path,
         s.dataset,
@@ -111,9 +148,16 @@ def _group_key(run: PlannedRun) -> tuple:
     )
 
 
-def _sweep_prefix(run: PlannedRun) -> str:
-    """The record path's directories above the grid point (``<dataset>/<method>/<variant>/eps<e>``)."""
-    return run_id(run.spec).rsplit("/", 2)[0]
+def _sweep_prefix(runs: tuple[PlannedRun, ...]) -> str:
+    """The record path's directories above the grid point (``<dataset>/<method>/<variant>/eps<e>``), with
+    ``variants`` and ``epsmany`` where the runs differ in them."""
+    parts = [run_id(r.spec).rsplit("/", 2)[0].split("/") for r in runs]
+    first = parts[0]
+    if any(p[:2] != first[:2] for p in parts):  # same dataset and method by construction
+        raise ValueError("a sweep's runs must share their dataset and method")
+    variant = first[2] if all(p[2] == first[2] for p in parts) else "variants"
+    eps = first[3] if all(p[3] == first[3] for p in parts) else "epsmany"
+    return "/".join([*first[:2], variant, eps])
 
 
 def sweep_of_runs(
@@ -124,12 +168,17 @@ def sweep_of_runs(
     runs = tuple(runs)
     if not runs:
         raise ValueError("a sweep needs at least one run")
-    key = _group_key(runs[0])
-    if any(_group_key(r) != key for r in runs[1:]):
-        raise ValueError("a sweep's runs must share everything but grid point and seed")
+    by = grouping(config)
+    key = _group_key(runs[0], by=by)
+    if any(_group_key(r, by=by) != key for r in runs[1:]):
+        raise ValueError(
+            "a sweep's runs must share everything but grid point and seed"
+            if by == "cell"
+            else "a sweep's runs must share their prepared data, dataset, method and profile"
+        )
     ident = [key, [r.record_path for r in runs]] + ([list(tables)] if tables is not None else [])
     digest = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]
-    sid = f"{_sweep_prefix(runs[0])}/sweep-{digest}"
+    sid = f"{_sweep_prefix(runs)}/sweep-{digest}"
     return Sweep(
         id=sid,
         runs=runs,
@@ -169,9 +218,12 @@ def plan_sweeps(
       ``{marker path: Sweep}`` in plan order.
     """
     cap = max_runs(config)
+    by = grouping(config)
     groups: dict[tuple, list[PlannedRun]] = {}
     for r in runs:
-        key = _group_key(r) if tables_of is None else (*_group_key(r), tables_of.get(r.record_path, ()))
+        key = _group_key(r, by=by)
+        if tables_of is not None and by == "cell":
+            key = (*key, tables_of.get(r.record_path, ()))
         if apart and r.record_path in apart:
             key = (*key, ("apart", apart[r.record_path]))
         groups.setdefault(key, []).append(r)

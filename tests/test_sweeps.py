@@ -20,7 +20,7 @@ from tests.helpers import REPO, repo_config
 
 
 def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
-    cfg = repo_config("smoke.yaml", sweep_max_runs=2)
+    cfg = repo_config("smoke.yaml", sweep_max_runs=2, sweep_grouping="cell")
     runs = plan.all_runs(cfg)
     sw = sweeps.plan_sweeps(cfg, runs.values())
     members = [r for s in sw.values() for r in s.runs]
@@ -42,8 +42,9 @@ def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
 
 def test_a_targets_sweeps_hold_only_its_tables_runs():
     """Two tables share a cell (dataset, method, variant, eps) on different grids: the workflow's sweeps keep the
-    runs only one table needs apart from the shared ones, so building one table never trains the other's."""
-    cfg = repo_config("smoke.yaml")
+    runs only one table needs apart from the shared ones, so building one table never trains the other's
+    (``sweep_grouping: cell``, the default; the smoke profile's ``method`` grouping trades this for fewer jobs)."""
+    cfg = repo_config("smoke.yaml", sweep_grouping="cell")
     cfg["grids"]["smoke"]["wide"] = {**cfg["grids"]["smoke"]["table5a"], "learning_rate": [0.5, 0.1]}
     cfg["tables"]["wide_t5"] = {**cfg["tables"]["table5_mnist"], "grid": "wide", "epsilons": [0.1]}
     by_table = plan.runs_by_table(cfg)
@@ -59,11 +60,35 @@ def test_a_targets_sweeps_hold_only_its_tables_runs():
     assert any(mixed[p] in {mixed[q] for q in t5} for p in extra)
 
 
-def test_payload_round_trip():
-    cfg = repo_config("smoke.yaml")
-    sw = next(iter(sweeps.plan_sweeps(cfg, plan.all_runs(cfg).values()).values()))
-    pairs = sweeps.Sweep.specs_from_dict(json.loads(json.dumps(sw.to_dict())))
-    assert [(s, p) for s, p in pairs] == [(r.spec, r.record_path) for r in sw.runs]
+@pytest.mark.parametrize("grouping", ["cell", "method"])
+def test_payload_round_trip(grouping):
+    cfg = repo_config("smoke.yaml", sweep_grouping=grouping)
+    for sw in sweeps.workflow_sweeps(cfg).values():
+        pairs = sweeps.Sweep.specs_from_dict(json.loads(json.dumps(sw.to_dict())))
+        assert [(s, p) for s, p in pairs] == [(r.spec, r.record_path) for r in sw.runs]
+
+
+def test_method_grouping_puts_a_methods_eps_and_variants_in_one_job():
+    """``sweep_grouping: method`` (the smoke profile): one job per prepared data file and method, fewer jobs,
+    every run once; the id says where eps and variants differ."""
+    cfg = repo_config("smoke.yaml", sweep_grouping="method")
+    by_table = plan.runs_by_table(cfg)
+    per_method = sweeps.workflow_sweeps(cfg, by_table)
+    per_cell = sweeps.workflow_sweeps({**cfg, "sweep_grouping": "cell"}, by_table)
+    assert len(per_method) < len(per_cell)
+    members = sorted(r.record_path for s in per_method.values() for r in s.runs)
+    assert members == sorted(r.record_path for s in per_cell.values() for r in s.runs)  # every run once
+    mixed = [s for s in per_method.values() if len({r.spec.epsilon for r in s.runs}) > 1]
+    assert mixed and all("/epsmany/" in s.id for s in mixed)
+    for s in per_method.values():
+        assert len({(r.prepared_path, r.spec.dataset, r.spec.method) for r in s.runs}) == 1
+        if len({r.spec.variant for r in s.runs}) > 1:
+            assert s.id.split("/")[2] == "variants"
+
+
+def test_an_unknown_grouping_is_refused():
+    with pytest.raises(ValueError, match="sweep_grouping must be one of"):
+        sweeps.workflow_sweeps(repo_config("smoke.yaml", sweep_grouping="table"))
 
 
 def test_bad_cap_is_refused():
@@ -71,10 +96,9 @@ def test_bad_cap_is_refused():
         sweeps.max_runs({"sweep_max_runs": -1})
 
 
-def test_full_reproduction_is_a_few_thousand_jobs():
+def test_full_reproduction_is_a_few_thousand_jobs(full_reproduction_plan):
     """The papers' protocol (606k runs) plans at most 10,000 jobs."""
-    cfg = repo_config()
-    by_table = plan.runs_by_table(cfg)  # planned once, for both groupings
+    cfg, by_table = full_reproduction_plan  # planned once, for both groupings
     runs = plan.all_runs(cfg, by_table)
     assert len(runs) > 100_000
     assert len(sweeps.plan_sweeps(cfg, runs.values())) <= 10_000

@@ -35,7 +35,9 @@ SelfConv) the accountant must not use amplification by subsampling (000 Section 
 
 Layout (one module per seam; this module re-exports all of them and stays the import surface):
 :mod:`labeldp.dpsgd.step_types` (config, batch/state types, :func:`cross_entropy`),
-:mod:`labeldp.dpsgd.step` (the private step), :mod:`labeldp.dpsgd.sgd_step` (the non-private step),
+:mod:`labeldp.dpsgd.step` (the private step), :mod:`labeldp.dpsgd.make_step` (its builder),
+:mod:`labeldp.dpsgd.shared_steps` (one compiled step for a sweep's runs that differ in learning rate,
+C, sigma and seed), :mod:`labeldp.dpsgd.sgd_step` (the non-private step),
 :mod:`labeldp.dpsgd.sampling` (host-side batch samplers), :mod:`labeldp.dpsgd.training_plan` (one
 run's plan: sampler, steps, sigma, accounting) and :mod:`labeldp.dpsgd.loop` (the one DP training loop).
 """

@@ -19,6 +19,7 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 
 PROBE = """
 seeds: [0, 1]
+sweep_grouping: cell  # one sweep per cell: the assertions below name each cell's jobs
 tables:
   halving_probe:
     paper_table: "5a"
