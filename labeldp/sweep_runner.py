@@ -176,7 +176,7 @@ def run_sweep(
         json.dumps(
             {
                 "sweep": payload["id"],
-                "records": [p for _, _, p in payload["runs"]],
+                "records": [row[2] for row in payload["runs"]],
                 "trained": len(pending),
                 "already_there": len(done),
                 "seconds": time.perf_counter() - t_sweep,

@@ -169,6 +169,46 @@ def test_a_sweep_writes_the_records_of_single_runs(tmp_path):
     assert run_sweep(payload, data_path=None, marker=str(marker), log=lambda m: None) == 0
 
 
+def test_a_method_sweep_trains_each_run_at_its_own_eps(tmp_path):
+    """``sweep_grouping: method``: one job holds runs at several eps (the payload's per-run fields); each record
+    is its own run's (eps, sigma), the marker lists every record."""
+    from labeldp.sweep_runner import run_sweep
+
+    data = _prepared(tmp_path / "mnist.npz")
+    planned = []
+    for eps in (0.5, 4.0):
+        spec = RunSpec(
+            dataset="mnist",
+            method="dpsgd",
+            variant="default",
+            epsilon=eps,
+            delta=1e-5,
+            seed=0,
+            hparams=dict(learning_rate=0.3, epochs=1, batch_size=64, clip_norm=1.0),
+            profile="smoke",
+        )
+        path = str(tmp_path / "results" / f"{plan.run_id(spec)}.json")
+        planned.append(plan.PlannedRun(spec=spec, record_path=path, prepared_path=str(data)))
+    cfg = {"results_dir": str(tmp_path / "results"), "sweep_grouping": "method"}
+    sw = sweeps.sweep_of_runs(planned, config=cfg)
+    assert "/epsmany/" in sw.id
+    payload = json.loads(json.dumps(sw.to_dict()))
+    marker = tmp_path / "marker.json"
+    assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 0
+    assert json.loads(marker.read_text())["records"] == [r.record_path for r in planned]
+    sigmas = []
+    for r in planned:
+        record = json.loads(Path(r.record_path).read_text())
+        assert record["config"]["run_spec"]["epsilon"] == record["privacy"]["target_epsilon"] == r.spec.epsilon
+        assert record["privacy"]["epsilon"] <= r.spec.epsilon + 1e-9
+        sigmas.append(record["details"]["noise_multiplier"])
+    assert sigmas[0] > sigmas[1]  # the smaller eps got the larger noise
+    with pytest.raises(ValueError, match="sweep_grouping"):
+        sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "dataset"})
+    with pytest.raises(ValueError, match="share everything but grid point and seed"):
+        sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "cell"})
+
+
 def test_a_failed_run_leaves_no_marker_and_the_rest_is_trained(tmp_path, monkeypatch):
     from labeldp import sweep_runner
     from labeldp.sweep_runner import run_sweep
