@@ -229,7 +229,15 @@ def plan_sweeps(
         groups.setdefault(key, []).append(r)
     out: dict[str, Sweep] = {}
     for key, members in groups.items():
-        tables = tables_of.get(members[0].record_path, ()) if tables_of is not None else None
+        if by == "method":
+            # a method's runs come from many tables: order them and name their tables so the ids do not
+            # depend on the order the config lists its tables in (Snakemake's merged config and a test's differ)
+            members = sorted(members, key=lambda r: r.record_path)
+            tables = None
+            if tables_of is not None:
+                tables = tuple(sorted({t for r in members for t in tables_of.get(r.record_path, ())}))
+        else:
+            tables = tables_of.get(members[0].record_path, ()) if tables_of is not None else None
         for start in range(0, len(members), cap):
             sw = sweep_of_runs(members[start : start + cap], config=config, tables=tables)
             out[sw.marker_path] = sw

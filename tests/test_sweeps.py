@@ -76,6 +76,9 @@ def test_method_grouping_puts_a_methods_eps_and_variants_in_one_job():
     per_method = sweeps.workflow_sweeps(cfg, by_table)
     per_cell = sweeps.workflow_sweeps({**cfg, "sweep_grouping": "cell"}, by_table)
     assert len(per_method) < len(per_cell)
+    # the ids do not depend on the order the config lists its tables in (Snakemake's merged config differs)
+    reordered = {**cfg, "tables": dict(reversed(list(cfg["tables"].items())))}
+    assert list(sorted(sweeps.workflow_sweeps(reordered))) == sorted(per_method)
     members = sorted(r.record_path for s in per_method.values() for r in s.runs)
     assert members == sorted(r.record_path for s in per_cell.values() for r in s.runs)  # every run once
     mixed = [s for s in per_method.values() if len({r.spec.epsilon for r in s.runs}) > 1]
