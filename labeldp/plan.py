@@ -412,6 +412,13 @@ def all_runs(
     return out
 
 
+def check_known_tables(config: Mapping[str, Any], tables) -> None:
+    """Raises ConfigError naming the first of ``tables`` the config does not define, and the known ones."""
+    for t in tables:
+        if t not in config["tables"]:
+            raise ConfigError(f"unknown table {t!r}; known: {sorted(config['tables'])}")
+
+
 def select_runs(config: Mapping[str, Any], tables, *, methods=(), epsilons=(), seeds=()) -> list[PlannedRun]:
     """The planned runs of ``tables`` (each once, plan order), optionally restricted to some
     methods, epsilons (``math.inf`` = non-private) and seeds.
@@ -419,10 +426,9 @@ def select_runs(config: Mapping[str, Any], tables, *, methods=(), epsilons=(), s
     Raises:
       ConfigError: a table that the config does not define.
     """
+    check_known_tables(config, tables)
     seen: dict[str, PlannedRun] = {}
     for t in tables:
-        if t not in config["tables"]:
-            raise ConfigError(f"unknown table {t!r}; known: {sorted(config['tables'])}")
         for r in table_runs(config, t):
             seen.setdefault(r.record_path, r)
     return [

@@ -106,9 +106,7 @@ def estimate(
     costs = costs or load_costs()
     exists = exists or os.path.exists
     tables = list(config["tables"]) if "all" in targets else list(targets)
-    unknown = [t for t in tables if t not in config["tables"]]
-    if unknown:
-        raise plan.ConfigError(f"unknown table {unknown[0]!r}; known: {sorted(config['tables'])}")
+    plan.check_known_tables(config, tables)  # an unknown target fails here, naming the known ones
     # a successive-halving table trains a sub-grid (labeldp.halving): only those runs are counted
     halved = [t for t in tables if halving.halving_keep(config["tables"][t])]
     by_table = plan.runs_by_table(config) if by_table is None else by_table
