@@ -16,7 +16,7 @@ import optax
 from labeldp.denoisers import Denoiser, NoOp
 from labeldp.dpsgd.clipping import TappedFn
 from labeldp.dpsgd.step import DPSGDStep
-from labeldp.dpsgd.step_types import DPSGDConfig, LossFn, PyTree, TrainLogitsFn, cross_entropy
+from labeldp.dpsgd.step_types import DPSGDConfig, LossFn, PyTree, TrainLogitsFn, cross_entropy, model_forwards
 
 __all__ = ["make_dpsgd_step"]
 
@@ -65,16 +65,11 @@ def make_dpsgd_step(
     Raises:
       ValueError: ``formulation="bookkeeping"`` without a tapped forward, or an unknown name.
     """
-    tapped_projection = False
+    logits_fn, tapped_fn, from_model = model_forwards(model, logits_fn=logits_fn, tapped_fn=tapped_fn)
+    # the projection's per-class rows through the same tape, when it projects with the model's logits
+    tapped_projection = from_model and projection_logits_fn is None and tapped_fn is not None
     if model is not None:
-        if tapped_fn is None and logits_fn is None:
-            tapped_fn = model.tapped
-            # the projection's per-class rows through the same tape, when it projects with the model's logits
-            tapped_projection = projection_logits_fn is None and tapped_fn is not None
-        logits_fn = logits_fn or model.train_logits
         projection_logits_fn = projection_logits_fn or model.logits
-    if logits_fn is None:
-        raise ValueError("give model= or logits_fn=")
     return DPSGDStep(
         logits_fn=logits_fn,
         projection_logits_fn=projection_logits_fn,

@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import optax
 
 from labeldp.dpsgd.step_types import (
+    model_forwards,
     Batch,
     LossFn,
     PyTree,
@@ -175,12 +176,7 @@ def make_sgd_step(
     Returns:
       An :class:`SGDStep`.
     """
-    if model is not None:
-        if tapped_fn is None and logits_fn is None:
-            tapped_fn = model.tapped
-        logits_fn = logits_fn or model.train_logits
-    if logits_fn is None:
-        raise ValueError("give model= or logits_fn=")
+    logits_fn, tapped_fn, _ = model_forwards(model, logits_fn=logits_fn, tapped_fn=tapped_fn)
     return SGDStep(
         logits_fn=logits_fn,
         optimizer=optimizer,

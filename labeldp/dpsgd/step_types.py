@@ -25,11 +25,36 @@ __all__ = [
     "StepHyper",
     "cross_entropy",
     "default_pad_to",
+    "model_forwards",
 ]
 
 PyTree = Any
 TrainLogitsFn = Callable[[PyTree, jax.Array, jax.Array | None], jax.Array]
 LossFn = Callable[[jax.Array, jax.Array], jax.Array]
+
+
+def model_forwards(model: Any | None, *, logits_fn: Any | None, tapped_fn: Any | None) -> tuple[Any, Any, bool]:
+    """The training forward and tapped forward a step builder uses: the ones given, else the model's.
+
+    Args:
+      model: a :class:`labeldp.models.ModelSpec`, or None.
+      logits_fn: a training-mode logits function, or None (then ``model.train_logits``).
+      tapped_fn: a tapped forward, or None (then ``model.tapped`` when ``logits_fn`` is None too).
+
+    Returns:
+      ``(logits_fn, tapped_fn, from_model)``; ``from_model``: the tapped forward is the model's own.
+
+    Raises:
+      ValueError: neither ``model`` nor ``logits_fn``.
+    """
+    from_model = False
+    if model is not None:
+        if tapped_fn is None and logits_fn is None:
+            tapped_fn, from_model = model.tapped, True
+        logits_fn = logits_fn or model.train_logits
+    if logits_fn is None:
+        raise ValueError("give model= or logits_fn=")
+    return logits_fn, tapped_fn, from_model
 
 
 # --------------------------------------------------------------------------------------------
