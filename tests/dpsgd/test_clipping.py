@@ -8,6 +8,8 @@ sum, the per-unit norms and the step statistics agree to float32 tolerance, on p
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,41 +93,63 @@ def _assert_trees_close(a, b, rtol=RTOL):
         assert float(jnp.max(jnp.abs(u - v))) <= rtol * scale, (u.shape, float(jnp.max(jnp.abs(u - v))), scale)
 
 
-@pytest.mark.parametrize("unit", ["example", "user"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
-@pytest.mark.parametrize("clip", ["tiny", "median", "huge"])
-@pytest.mark.parametrize("chunk_size", [None, 5])
-def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
+@functools.lru_cache(maxsize=None)
+def _case_reference(case, unit):
+    """The case's data, its per-unit norms and the vmap(grad) reference compiled once with C a
+    traced argument (the shared sweep step's form; a case's clip levels reuse the program)."""
     logits_fn, tapped, params, x, y, mask = _case(case, unit)
-    norms = _reference_norms(logits_fn, params, x, y, mask, unit)
-    real = np.asarray(mask).reshape(norms.shape[0], -1).sum(1) > 0
-    # C below every norm, between the two middle real norms (half clipped, half not), above all
-    mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1 : real.sum() // 2 + 1]
-    clip_norm = {"tiny": 1e-4, "median": float(mid.mean()), "huge": 1e4}[clip]
-    ref, ref_stats = vmap_clipped_sum(
-        logits_fn=logits_fn,
-        loss_fn=cross_entropy,
-        unit=unit,
-        clip_norm=clip_norm,
-        params=params,
-        x=x,
-        y=y,
-        mask=mask,
-        key=jax.random.key(0),
-    )
-    fast, stats = jax.jit(
-        lambda p, x, y, m: bookkeeping_clipped_sum(
+
+    def reference(p, x, y, m, c):
+        return vmap_clipped_sum(
+            logits_fn=logits_fn,
+            loss_fn=cross_entropy,
+            unit=unit,
+            clip_norm=c,
+            params=p,
+            x=x,
+            y=y,
+            mask=m,
+            key=jax.random.key(0),
+        )
+
+    norms = jax.jit(lambda p, x, y, m: _reference_norms(logits_fn, p, x, y, m, unit))(params, x, y, mask)
+    return tapped, (params, x, y, mask), norms, jax.jit(reference)
+
+
+@functools.lru_cache(maxsize=None)
+def _bookkeeping(case, unit, chunk_size):
+    """The book-keeping clipped sum of the case, compiled once per chunk size with C traced."""
+    tapped = _case_reference(case, unit)[0]
+
+    def fast(p, x, y, m, c):
+        return bookkeeping_clipped_sum(
             tapped_fn=tapped,
             loss_fn=cross_entropy,
             unit=unit,
-            clip_norm=clip_norm,
+            clip_norm=c,
             chunk_size=chunk_size,
             params=p,
             x=x,
             y=y,
             mask=m,
         )
-    )(params, x, y, mask)
+
+    return jax.jit(fast)
+
+
+@pytest.mark.parametrize("unit", ["example", "user"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}-{c[1]}")
+@pytest.mark.parametrize("clip", ["tiny", "median", "huge"])
+@pytest.mark.parametrize("chunk_size", [None, 5])
+def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
+    _, (params, x, y, mask), norms, reference = _case_reference(case, unit)
+    bookkeeping = _bookkeeping(case, unit, chunk_size)
+    real = np.asarray(mask).reshape(norms.shape[0], -1).sum(1) > 0
+    # C below every norm, between the two middle real norms (half clipped, half not), above all
+    mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1 : real.sum() // 2 + 1]
+    clip_norm = jnp.float32({"tiny": 1e-4, "median": float(mid.mean()), "huge": 1e4}[clip])
+    ref, ref_stats = reference(params, x, y, mask, clip_norm)
+    fast, stats = bookkeeping(params, x, y, mask, clip_norm)
     _assert_trees_close(ref, fast)
     for key in ("num_examples", "num_units", "num_clipped"):
         assert float(stats[key]) == float(ref_stats[key])

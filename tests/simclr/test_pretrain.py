@@ -14,7 +14,7 @@ import pytest
 from labeldp.simclr.pretrain import SimCLRConfig, load_images, main, pretrain
 
 REPO = Path(__file__).resolve().parents[2]
-CFG = {"width": 2, "projection_dim": 8, "epochs": 12, "batch_size": 8, "checkpoint_every": 1, "seed": 3}
+CFG = {"width": 2, "projection_dim": 8, "epochs": 4, "batch_size": 8, "checkpoint_every": 1, "seed": 3}
 
 
 def _prepared(path: Path, n=32, seed=0) -> Path:
@@ -52,7 +52,15 @@ def test_a_run_killed_at_any_point_resumes_to_bit_identical_parameters(tmp_path)
     reference = pretrain(load_images(data), config=SimCLRConfig(**CFG), out_dir=tmp_path / "a", progress=False)
     assert reference.record["resumed_from_epoch"] is None
     out = tmp_path / "b"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    # the two processes share a persistent compilation cache (the resumed run loads the killed run's
+    # programs; a cache hit runs the executable a fresh compile builds: tests/workflow/test_jax_cache.py)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(REPO),
+        JAX_COMPILATION_CACHE_DIR=str(tmp_path / "jax-cache"),
+        JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+        JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
+    )
     proc = subprocess.Popen(
         _cli(data, out), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )
