@@ -48,6 +48,31 @@ def _records_by_method(results: Path) -> dict[str, dict[str, float]]:
     return {m: {"runs": runs[m], "total_seconds": round(s, 1)} for m, s in seconds.most_common()}
 
 
+_STAMP = re.compile(r"^\[(\w{3} \w{3}\s+\d+ \d\d:\d\d:\d\d \d{4})\]")
+
+
+def job_seconds_by_rule(log: str) -> dict[str, dict[str, float]]:
+    """Summed wall seconds of Snakemake's jobs per rule (a sweep job: per rule and method), from the
+    time stamps Snakemake prints when a job starts and when it finishes (1-second resolution)."""
+    stamp, started, name_of = None, {}, {}
+    seconds, jobs = collections.Counter(), collections.Counter()
+    rule = None
+    for line in log.splitlines():
+        if m := _STAMP.match(line):
+            stamp = _dt.datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+        elif m := re.match(r"(?:local)?rule (\w+):", line):
+            rule = m.group(1)
+        elif (m := re.match(r"\s+jobid: (\d+)", line)) and rule:
+            started[m.group(1)], name_of[m.group(1)] = stamp, rule
+        elif (m := re.match(r"\s+wildcards: sweep=[^/]+/([^/,]+)", line)) and rule == "sweep" and name_of:
+            name_of[list(name_of)[-1]] = f"sweep/{m.group(1)}"
+        elif (m := re.match(r"Finished jobid: (\d+)", line)) and m.group(1) in started:
+            j = m.group(1)
+            seconds[name_of[j]] += (stamp - started[j]).total_seconds()
+            jobs[name_of[j]] += 1
+    return {k: {"jobs": jobs[k], "job_seconds": v} for k, v in seconds.most_common()}
+
+
 def run_smoke(revision: str, *, venv: Path) -> dict:
     """Clones ``revision``, runs the smoke profile there; wall time, jobs and per-method seconds."""
     sha = subprocess.run(["git", "rev-parse", revision], cwd=REPO, check=True, capture_output=True, text=True)
@@ -73,6 +98,7 @@ def run_smoke(revision: str, *, venv: Path) -> dict:
             "wall_seconds": round(wall, 1),
             "jobs": int(done[-1][1]) if done else None,
             "records_by_method": _records_by_method(clone / "results" / "smoke"),
+            "job_seconds_by_rule": job_seconds_by_rule(log),
             "log_tail": log[-2000:] if proc.returncode else "",
         }
 
@@ -118,6 +144,12 @@ def main() -> None:
             f"| {r['revision']} | {r['returncode']} | {r['jobs']} | {r['wall_seconds'] / 60:.1f} min | "
             f"{base / r['wall_seconds']:.2f}x | {top} |"
         )
+    for r in runs:
+        by_rule = r.get("job_seconds_by_rule") or {}
+        if by_rule:
+            total = sum(v["job_seconds"] for v in by_rule.values())
+            top = ", ".join(f"{k} {v['job_seconds']:.0f} s ({v['jobs']})" for k, v in list(by_rule.items())[:10])
+            lines += ["", f"{r['revision']}: job-seconds {total:.0f} (jobs by rule, from Snakemake's log): {top}"]
     md = a.out.with_suffix(".md.tmp")
     md.write_text("\n".join(lines) + "\n")
     md.replace(a.out.with_suffix(".md"))
