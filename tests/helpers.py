@@ -113,30 +113,57 @@ def dpsgd_spec(options, *, variant: str, batch_size: int):
     )
 
 
-def write_table_record(cfg, run, acc, *, diverged=False, eps_achieved=None, valid=True, reason=None):
-    """A hand-made record of ``run`` with test accuracy ``acc`` (the table tests' planted grids)."""
+def planted_record(
+    run,
+    *,
+    metrics,
+    source="official",
+    n_train=60000,
+    n_test=10000,
+    eps_achieved=None,
+    delta=None,
+    valid=True,
+    reason=None,
+    relation=None,
+    details=None,
+):
+    """A hand-made record of planned ``run`` with ``metrics`` (the report tests' planted grids).
 
+    ``delta``: the record's delta (default the spec's); ``relation``: a ``neighboring_relation``
+    for the privacy block (default none stated); ``details``: a ``details`` block (default none)."""
     spec = run.spec
+    privacy = {
+        "target_epsilon": records.encode_epsilon(spec.epsilon),
+        "epsilon": records.encode_epsilon(spec.epsilon if eps_achieved is None else eps_achieved),
+        "delta": spec.delta if delta is None else delta,
+        "valid": valid,
+        "invalid_reason": reason,
+        "mechanism": "test",
+    }
+    if relation is not None:
+        privacy["neighboring_relation"] = relation
     rec = {
         "schema_version": 1,
         "run_id": run.run_id,
-        "dataset": {"name": spec.dataset, "source": "official", "n_train": 60000, "n_test": 10000, "subset": None},
+        "dataset": {"name": spec.dataset, "source": source, "n_train": n_train, "n_test": n_test, "subset": None},
         "method": spec.method,
         "variant": spec.variant,
         "seed": spec.seed,
         "hparams": dict(spec.hparams),
-        "privacy": {
-            "target_epsilon": records.encode_epsilon(spec.epsilon),
-            "epsilon": records.encode_epsilon(spec.epsilon if eps_achieved is None else eps_achieved),
-            "delta": spec.delta,
-            "valid": valid,
-            "invalid_reason": reason,
-            "mechanism": "test",
-        },
-        "metrics": {"test_accuracy_pct": acc, "diverged": diverged},
+        "privacy": privacy,
+        "metrics": dict(metrics),
         "timings": {},
         "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2},
         "config": {},
         "created": "now",
     }
+    if details is not None:
+        rec["details"] = dict(details)
+    return rec
+
+
+def write_table_record(cfg, run, acc, *, diverged=False, eps_achieved=None, valid=True, reason=None):
+    """Writes a planted record of ``run`` with test accuracy ``acc`` (the table tests' planted grids)."""
+    metrics = {"test_accuracy_pct": acc, "diverged": diverged}
+    rec = planted_record(run, metrics=metrics, eps_achieved=eps_achieved, valid=valid, reason=reason)
     records.write_record(run.record_path, rec)

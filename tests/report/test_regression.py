@@ -10,41 +10,29 @@ import pytest
 from labeldp import plan, records
 from labeldp.report.regression import main_regression
 
-from tests.helpers import repo_config
+from tests.helpers import planted_record, repo_config
 
 
 def _write(run, *, test_mse, val_mse, source="synthetic_standin", lp=0.5):
     spec = run.spec
-    rec = {
-        "schema_version": 1,
-        "run_id": run.run_id,
-        "dataset": {"name": spec.dataset, "source": source, "n_train": 100, "n_test": 20, "subset": None},
-        "method": spec.method,
-        "variant": spec.variant,
-        "seed": spec.seed,
-        "hparams": dict(spec.hparams),
-        "privacy": {
-            "target_epsilon": records.encode_epsilon(spec.epsilon),
-            "epsilon": records.encode_epsilon(spec.epsilon),
-            "delta": 0.0,
-            "valid": True,
-            "invalid_reason": None,
-            "mechanism": "test",
-            "neighboring_relation": "label_substitution",
-        },
-        "metrics": {"test_mse": test_mse, "validation_noisy_mse": val_mse, "noisy_label_mse": 3.0, "diverged": False},
-        "details": {
-            "epsilon1": 0.002,
-            "epsilon2": spec.epsilon - 0.002,
-            "randomizer_build_seconds": lp,
-            "mesh_size": spec.hparams.get("mesh_size"),
-            "joint_histogram": {"label_edges": [0, 1, 2], "noisy_edges": [0, 1, 2], "counts": [[1, 0], [0, 1]]},
-        },
-        "timings": {},
-        "environment": {"cpu": "testcpu", "jax_backend": "cpu", "cpu_count": 2},
-        "config": {},
-        "created": "now",
+    details = {
+        "epsilon1": 0.002,
+        "epsilon2": spec.epsilon - 0.002,
+        "randomizer_build_seconds": lp,
+        "mesh_size": spec.hparams.get("mesh_size"),
+        "joint_histogram": {"label_edges": [0, 1, 2], "noisy_edges": [0, 1, 2], "counts": [[1, 0], [0, 1]]},
     }
+    metrics = {"test_mse": test_mse, "validation_noisy_mse": val_mse, "noisy_label_mse": 3.0, "diverged": False}
+    rec = planted_record(
+        run,
+        metrics=metrics,
+        source=source,
+        n_train=100,
+        n_test=20,
+        delta=0.0,
+        relation="label_substitution",
+        details=details,
+    )
     records.write_record(run.record_path, rec)
 
 
