@@ -115,8 +115,9 @@ def run_dp_loop(
     """Runs exactly ``plan.steps`` private steps on the plan's batches.
 
     Args:
-      step: the compiled private step, ``step(state, batch, key) -> (state, StepInfo)``; its
-        ``pad_to`` is the padded batch length.
+      step: the compiled private step (a :class:`~labeldp.dpsgd.step.DPSGDStep`),
+        ``step(state, batch, key, hyper) -> (state, StepInfo)``; its ``pad_to`` is the padded
+        batch length.
       state: the initial training state.
       plan: the run's plan (sampler, steps, sigma already in ``step``).
       seed: the run's seed (batch and alternative-batch streams).
@@ -143,7 +144,7 @@ def run_dp_loop(
         x_alt = gather_alt(sample_alt_batch(plan.n, size=alt_batch_size, rng=alt_rng)) if alt_batch_size else None
         key, sub = jax.random.split(key)
         batch = Batch(x=gather(idx), y=labels[idx], mask=mask, x_alt=x_alt)
-        state, info = step(state, batch, sub) if hyper is None else step(state, batch, sub, hyper)
+        state, info = step(state, batch, sub, hyper)
         losses.append(info.loss)
         clipped.append(info.clipped_fraction)
         norms.append(info.grad_norm)
