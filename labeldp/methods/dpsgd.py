@@ -8,7 +8,9 @@ accountant (Poisson subsampled Gaussian, PLD by default) for the whole run; see
 from __future__ import annotations
 
 from labeldp import tasks
+from labeldp.denoisers import noop
 from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.vmapped_training import train_private_vmapped
 
 NAME = "dpsgd"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
@@ -35,7 +37,4 @@ def vmap_key(data, spec: RunSpec) -> str | None:
 
 def run_many(data, specs: list[RunSpec]) -> list[MethodResult]:
     """Trains runs of one :func:`vmap_key` as one vmapped program (a sweep's accelerator path)."""
-    from labeldp.denoisers import noop
-    from labeldp.methods.private_training import train_private_vmapped
-
     return train_private_vmapped(data, specs, denoisers=[noop() for _ in specs])

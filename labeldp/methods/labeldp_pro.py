@@ -33,6 +33,7 @@ from labeldp.methods.pro_denoiser import (  # noqa: F401 (the variant options, i
     projection_options,
     projection_step_size,
 )
+from labeldp.methods.vmapped_training import train_private_vmapped
 
 NAME = "labeldp_pro"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm", "proj_step_size", "proj_steps", "smoothing")
@@ -64,6 +65,4 @@ def run_many(data, specs: list[RunSpec]) -> list[MethodResult]:
     Raises:
       ValueError: the denoiser's projection runs a Python-driven loop on this backend (the CPU).
     """
-    from labeldp.methods.private_training import train_private_vmapped
-
     return train_private_vmapped(data, specs, denoisers=[make_denoiser_for(s) for s in specs])

@@ -76,7 +76,7 @@ class ImageTask:
 
     def vmap_key(self, *, denoiser_for: DenoiserFor | None) -> str | None:
         """The vmap group of the run; None where the denoiser's projection runs a host loop (the CPU)."""
-        from labeldp.methods.private_training import vmap_group_key
+        from labeldp.methods.vmapped_training import vmap_group_key
 
         den = self._denoiser(denoiser_for)
         return None if den.host_loop() else vmap_group_key(self.spec, denoiser=den)

@@ -12,7 +12,7 @@ import pytest
 
 from labeldp import plan, sweep_runner
 from labeldp.data.prepare import load_prepared
-from labeldp.methods import private_training
+from labeldp.methods import private_training, vmapped_training
 from labeldp.methods.base import RunSpec
 from labeldp.sweep_runner import resolve_vmap_runs, run_sweep, vmap_groups
 from tests.test_sweeps import _prepared
@@ -124,7 +124,7 @@ def test_labeldp_pro_vmapped_with_an_in_jit_projection_matches_single_runs(tmp_p
     den = denoisers.alt_conv(steps=20, step_size="auto", smoothing=0.85, loop="fori", **kw)
     assert not den.host_loop()
     assert denoisers.alt_conv(tol=1e-3, momentum="nesterov", loop="fori").host_loop()  # solver auto
-    together = private_training.train_private_vmapped(data, specs, denoisers=[den] * len(specs))
+    together = vmapped_training.train_private_vmapped(data, specs, denoisers=[den] * len(specs))
     for spec, a in zip(specs, together):
         b = private_training.train_private(data, spec, denoiser=den, desc="single")
         assert a.privacy == b.privacy
@@ -189,9 +189,9 @@ def test_the_group_key_ignores_exactly_the_traced_hyperparameters():
     from labeldp.denoisers import noop
 
     a, b = _specs(lrs=(0.1, 0.2), clips=(1.0, 3.0), seeds=(0, 4))[::7]
-    assert private_training.vmap_group_key(a, denoiser=noop()) == private_training.vmap_group_key(b, denoiser=noop())
+    assert vmapped_training.vmap_group_key(a, denoiser=noop()) == vmapped_training.vmap_group_key(b, denoiser=noop())
     for change in ({"epochs": 3}, {"batch_size": 64}):
         c = RunSpec.from_dict({**a.to_dict(), "hparams": {**a.hparams, **change}})
-        assert private_training.vmap_group_key(c, denoiser=noop()) != private_training.vmap_group_key(
+        assert vmapped_training.vmap_group_key(c, denoiser=noop()) != vmapped_training.vmap_group_key(
             a, denoiser=noop()
         )
