@@ -76,19 +76,22 @@ def hp_id(hparams: Mapping[str, Any], defaults: Mapping[str, Any] | None = None)
     return "-".join(parts) if parts else "default"
 
 
+def cell_path(spec: RunSpec) -> str:
+    """``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>``: the directories of
+    :func:`run_id` above the grid point (the cell's)."""
+    variant = spec.variant + ("" if spec.sampling == "poisson" else f"-{spec.sampling}")
+    if spec.calibration_relation == "label_substitution":
+        variant += "-labelsub"
+    return f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}"
+
+
 def run_id(spec: RunSpec) -> str:
     """``<dataset>/<method>/<variant>[-shuffle]/eps<eps>/<hp_id>/seed<seed>``: the record's path
     below the results directory. Non-default batch sampling, and noise calibrated under label
     substitution (``-labelsub``), get their own directory, so records of different sampling
     schemes or calibrations never stand in for each other."""
-    variant = spec.variant + ("" if spec.sampling == "poisson" else f"-{spec.sampling}")
-    if spec.calibration_relation == "label_substitution":
-        variant += "-labelsub"
     defaults = optional_hyperparameters(spec.method)
-    return (
-        f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}/"
-        f"{hp_id(spec.hparams, defaults)}/seed{spec.seed}"
-    )
+    return f"{cell_path(spec)}/{hp_id(spec.hparams, defaults)}/seed{spec.seed}"
 
 
 @functools.lru_cache(maxsize=None)

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping
 
 from labeldp.halving import halving_keep, stage_two_points
 from labeldp.methods.base import RunSpec
-from labeldp.plan import PlannedRun, all_runs, run_id, runs_by_table
+from labeldp.plan import PlannedRun, all_runs, cell_path, runs_by_table
 
 __all__ = [
     "Sweep",
@@ -151,7 +151,7 @@ def _group_key(run: PlannedRun, *, by: str = "cell") -> tuple:
 def _sweep_prefix(runs: tuple[PlannedRun, ...]) -> str:
     """The record path's directories above the grid point (``<dataset>/<method>/<variant>/eps<e>``), with
     ``variants`` and ``epsmany`` where the runs differ in them."""
-    parts = [run_id(r.spec).rsplit("/", 2)[0].split("/") for r in runs]
+    parts = [cell_path(r.spec).split("/") for r in runs]
     first = parts[0]
     if any(p[:2] != first[:2] for p in parts):  # same dataset and method by construction
         raise ValueError("a sweep's runs must share their dataset and method")
@@ -176,6 +176,13 @@ def sweep_of_runs(
             if by == "cell"
             else "a sweep's runs must share their prepared data, dataset, method and profile"
         )
+    return _grouped_sweep(runs, key=key, config=config, tables=tables)
+
+
+def _grouped_sweep(
+    runs: tuple[PlannedRun, ...], *, key: tuple, config: Mapping[str, Any], tables: tuple[str, ...] | None
+) -> Sweep:
+    """:func:`sweep_of_runs` for runs already grouped by ``key`` (their :func:`_group_key`)."""
     ident = [key, [r.record_path for r in runs]] + ([list(tables)] if tables is not None else [])
     digest = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]
     sid = f"{_sweep_prefix(runs)}/sweep-{digest}"
@@ -220,13 +227,16 @@ def plan_sweeps(
     cap = max_runs(config)
     by = grouping(config)
     groups: dict[tuple, list[PlannedRun]] = {}
+    run_keys: dict[tuple, tuple] = {}  # the grouping key -> the runs' own _group_key
     for r in runs:
-        key = _group_key(r, by=by)
+        own = _group_key(r, by=by)
+        key = own
         if tables_of is not None and by == "cell":
             key = (*key, tables_of.get(r.record_path, ()))
         if apart and r.record_path in apart:
             key = (*key, ("apart", apart[r.record_path]))
         groups.setdefault(key, []).append(r)
+        run_keys.setdefault(key, own)
     out: dict[str, Sweep] = {}
     for key, members in groups.items():
         if by == "method":
@@ -239,7 +249,8 @@ def plan_sweeps(
         else:
             tables = tables_of.get(members[0].record_path, ()) if tables_of is not None else None
         for start in range(0, len(members), cap):
-            sw = sweep_of_runs(members[start : start + cap], config=config, tables=tables)
+            chunk = tuple(members[start : start + cap])
+            sw = _grouped_sweep(chunk, key=run_keys[key], config=config, tables=tables)
             out[sw.marker_path] = sw
     return out
 
