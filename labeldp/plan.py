@@ -9,7 +9,6 @@ is reported as "not run" with the reason.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import os
 import math
@@ -34,73 +33,18 @@ from labeldp.data_layout import (  # noqa: E402,F401
     raw_root,
 )
 
-_ABBREV = {
-    "learning_rate": "lr",
-    "epochs": "ep",
-    "batch_size": "bs",
-    "clip_norm": "C",
-    "proj_steps": "ps",
-    "proj_step_size": "pss",
-    "smoothing": "lam",
-    "momentum": "mom",
-    "mixup_alpha1": "mix1a",
-    "mixup_alpha2": "mix2a",
-    "mesh_size": "mesh",
-    "num_clusters": "nclu",
-}
+# A run's ids (the record paths) live in labeldp.run_identity; re-exported here.
+from labeldp.run_identity import (  # noqa: E402,F401
+    cell_path,
+    format_eps,
+    hp_id,
+    optional_hyperparameters,
+    run_id,
+)
 
 
 class ConfigError(ValueError):
     """A config value is invalid; the message names the key and the fix."""
-
-
-def format_eps(eps: float) -> str:
-    """Path-safe epsilon tag: ``inf`` or the shortest repr (``0.1``, ``2.0``)."""
-    return "inf" if math.isinf(eps) else repr(float(eps))
-
-
-def hp_id(hparams: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
-    """A readable, path-safe id of a grid point (``bs1024-ep10-lr0.1``).
-
-    ``defaults``: a method's optional hyper-parameters with their defaults; one at its default
-    is left out, so the same computation has one id whether or not a grid lists the axis.
-    """
-    parts = []
-    for k in sorted(hparams):
-        v = hparams[k]
-        if defaults and k in defaults and v == defaults[k]:
-            continue
-        if isinstance(v, float):
-            v = repr(v)
-        parts.append(f"{_ABBREV.get(k, k)}{v}")
-    return "-".join(parts) if parts else "default"
-
-
-def cell_path(spec: RunSpec) -> str:
-    """``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>``: the directories of
-    :func:`run_id` above the grid point (the cell's)."""
-    variant = spec.variant + ("" if spec.sampling == "poisson" else f"-{spec.sampling}")
-    if spec.calibration_relation == "label_substitution":
-        variant += "-labelsub"
-    return f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}"
-
-
-def run_id(spec: RunSpec) -> str:
-    """``<dataset>/<method>/<variant>[-shuffle]/eps<eps>/<hp_id>/seed<seed>``: the record's path
-    below the results directory. Non-default batch sampling, and noise calibrated under label
-    substitution (``-labelsub``), get their own directory, so records of different sampling
-    schemes or calibrations never stand in for each other."""
-    defaults = optional_hyperparameters(spec.method)
-    return f"{cell_path(spec)}/{hp_id(spec.hparams, defaults)}/seed{spec.seed}"
-
-
-@functools.lru_cache(maxsize=None)
-def optional_hyperparameters(method: str) -> Mapping[str, Any]:
-    """A method's ``OPTIONAL_HYPERPARAMETERS`` (``{}`` if it has none or is not implemented);
-    cached: the planner asks once per run."""
-    if not registry.is_implemented(method):
-        return {}
-    return getattr(registry.get_method(method), "OPTIONAL_HYPERPARAMETERS", {}) or {}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ import argparse
 import bisect
 import functools
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -89,6 +90,7 @@ def estimate(
     costs: Mapping[str, Any] | None = None,
     exists=None,
     by_table: Mapping[str, Sequence[plan.PlannedRun]] | None = None,
+    all_sweeps: Mapping[str, sweeps.Sweep] | None = None,
 ) -> dict[str, Any]:
     """Runs, finished runs, jobs and estimated hours of ``targets`` (tables / figures, or ``all``).
 
@@ -97,12 +99,11 @@ def estimate(
       costs: :func:`load_costs`'s data. exists: ``path -> bool`` (default: on disk).
       by_table: :func:`labeldp.plan.runs_by_table` of ``config`` when the caller has it (planned
         once here otherwise; the full reproduction takes seconds to plan).
+      all_sweeps: :func:`labeldp.sweeps.workflow_sweeps` of ``config`` when the caller has it.
 
     Raises:
       plan.ConfigError: an unknown target.
     """
-    import os
-
     costs = costs or load_costs()
     exists = exists or os.path.exists
     tables = list(config["tables"]) if "all" in targets else list(targets)
@@ -114,7 +115,7 @@ def estimate(
     for t in halved:
         runs.update((r.record_path, r) for r in halving.searched_runs(config, t))
     runs = list(runs.values())
-    all_sweeps = sweeps.workflow_sweeps(config, by_table)
+    all_sweeps = sweeps.workflow_sweeps(config, by_table) if all_sweeps is None else all_sweeps
     of_record = sweeps.sweep_of_record(all_sweeps)
     pending = [r for r in runs if not exists(r.record_path)]
     jobs = {of_record[r.record_path] for r in pending}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labeldp import plan
+from labeldp import plan, sweeps
 from tests.helpers import repo_config
 from tests.workflow.smoke_dag import BackgroundSmokeDag, SmokeDag
 
@@ -69,3 +69,11 @@ def full_reproduction_plan():
     planned once per session: its 606k runs take about 20 s to plan on the 2-core CPU."""
     cfg = repo_config()
     return cfg, plan.runs_by_table(cfg)
+
+
+@pytest.fixture(scope="session")
+def full_reproduction_sweeps(full_reproduction_plan):
+    """:func:`labeldp.sweeps.workflow_sweeps` of the full reproduction, planned once per session (about
+    15 s on the 2-core CPU)."""
+    cfg, by_table = full_reproduction_plan
+    return sweeps.workflow_sweeps(cfg, by_table)

@@ -28,15 +28,16 @@ def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
     optional axes is swapped for a fresh one for the test, so no fake's axes outlive it."""
     import functools
 
-    from labeldp import plan
+    from labeldp import plan, run_identity
     from labeldp.methods import registry
 
     real_is, real_get = registry.is_implemented, registry.get_method
     fakes = {n: fake_method(n, axes) for n in names}
     monkeypatch.setattr(registry, "is_implemented", lambda n: n in fakes or real_is(n))
     monkeypatch.setattr(registry, "get_method", lambda n: fakes[n] if n in fakes else real_get(n))
-    fresh = functools.lru_cache(maxsize=None)(plan.optional_hyperparameters.__wrapped__)
-    monkeypatch.setattr(plan, "optional_hyperparameters", fresh)
+    fresh = functools.lru_cache(maxsize=None)(run_identity.optional_hyperparameters.__wrapped__)
+    monkeypatch.setattr(plan, "optional_hyperparameters", fresh)  # the planner's axes
+    monkeypatch.setattr(run_identity, "optional_hyperparameters", fresh)  # the run ids
     return fakes
 
 

@@ -84,11 +84,6 @@ def test_dated_report_configs_are_valid_and_plan(files):
         assert (REPO / s200).exists()
 
 
-def test_hp_id_is_readable_and_order_independent():
-    assert plan.hp_id({"learning_rate": 0.1, "epochs": 10}) == plan.hp_id({"epochs": 10, "learning_rate": 0.1})
-    assert plan.hp_id({"learning_rate": 0.1, "epochs": 10, "batch_size": 1024}) == "bs1024-ep10-lr0.1"
-
-
 def test_method_only_spans_its_own_axes():
     cfg = repo_config()
     t = "table5_mnist"

@@ -36,9 +36,11 @@ def test_hours_grow_with_the_work():
         )
 
 
-def test_a_full_table_points_the_user_elsewhere(full_reproduction_plan):
+def test_a_full_table_points_the_user_elsewhere(full_reproduction_plan, full_reproduction_sweeps):
     cfg, by_table = full_reproduction_plan
-    est = plan_cost.estimate(cfg, ["table14"], exists=lambda p: False, by_table=by_table)
+    est = plan_cost.estimate(
+        cfg, ["table14"], exists=lambda p: False, by_table=by_table, all_sweeps=full_reproduction_sweeps
+    )
     assert est["runs"] > 10_000 and est["hours"]["cpu"] > 24
     assert "quick profile" in plan_cost.render(est)
 
