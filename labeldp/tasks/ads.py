@@ -31,8 +31,14 @@ import time
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
+from labeldp.ads.model import AdsMLP, embedding_dims, model_for
+from labeldp.ads.train import AdsTrainConfig, predict_proba, train_on_labels, train_user_level
+from labeldp.data.sources.criteo_attribution import cap_examples_per_user
+from labeldp.denoisers import UserSum
 from labeldp.methods.base import MethodResult, RunSpec, recipe_options_refused
+from labeldp.methods.private_training import account_run
 from labeldp.tasks.base import DenoiserFor, Trained, TrainingLabels
 
 __all__ = ["AdsTask", "user_arrays", "user_denoiser", "ADS_OPTIONS", "CAP_STREAM"]
@@ -45,8 +51,6 @@ _IMAGES_ONLY = "held-out selection (labeldp.selection) is implemented for image 
 
 def user_arrays(data, *, k: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every training user's k examples, shaped ``(U, k, ...)`` (x_num, x_cat, y)."""
-    from labeldp.data.sources.criteo_attribution import cap_examples_per_user
-
     if data.user_train is None:
         raise ValueError(
             f"{data.name} has no user ids (user_train); user-level privacy (examples_per_user) "
@@ -130,8 +134,6 @@ class AdsTask:
 
     def train_on_targets(self, targets: np.ndarray, *, desc: str, confusion: bool = False) -> Trained:
         """The ads MLP on ``targets`` (0/1, one per label of :meth:`training_labels`), test AUC."""
-        from labeldp.ads.train import train_on_labels
-
         y = np.asarray(targets)
         if y.ndim != 1 or y.shape[0] != self._units[2].size:
             raise ValueError(
@@ -159,9 +161,6 @@ class AdsTask:
 
     def train_private(self, *, method: str, denoiser_for: DenoiserFor | None, desc: str) -> MethodResult:
         """DP-SGD (or LabelDP-Pro with ``denoiser_for``) over the units (module docstring)."""
-        from labeldp.ads.train import train_user_level
-        from labeldp.methods.private_training import account_run
-
         spec = self.spec
         if not spec.private:
             raise ValueError(f"{method} needs a finite epsilon, got {spec.epsilon}")
@@ -221,16 +220,12 @@ class AdsTask:
     # -- helpers ---------------------------------------------------------------------------------
 
     def _config(self):
-        from labeldp.ads.train import AdsTrainConfig
-
         hp = self.spec.hparams
         return AdsTrainConfig(
             learning_rate=float(hp["learning_rate"]), epochs=int(hp["epochs"]), batch_size=int(hp["batch_size"])
         )
 
     def _model(self, y_for_bias: np.ndarray):
-        from labeldp.ads.model import AdsMLP, embedding_dims, model_for
-
         cfg = model_for(self.data.name)
         sizes = tuple(self.data.cat_vocab_sizes)
         p = float(np.clip(np.mean(y_for_bias), 1e-4, 1 - 1e-4))
@@ -250,9 +245,6 @@ class AdsTask:
         }
 
     def _auc(self, model, params) -> float:
-        from sklearn.metrics import roc_auc_score
-
-        from labeldp.ads.train import predict_proba
 
         data = self.data
         y = np.asarray(data.y_test, np.int32)
@@ -275,8 +267,6 @@ def user_denoiser(spec: RunSpec, denoiser_for: DenoiserFor, *, k: int):
     Raises:
       ValueError: a denoiser other than AltConv, or projection options that contradict the per-user sum.
     """
-    from labeldp.denoisers import UserSum
-
     opts = {o: v for o, v in spec.options.items() if o not in ADS_OPTIONS}
     if opts.get("denoiser", "alt_conv") != "alt_conv":
         raise ValueError(

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from labeldp.denoisers import noop
+from labeldp.methods import private_training
 from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.common import build_model_for, train_and_evaluate
+from labeldp.methods.vmapped_training import vmap_group_key
 from labeldp.tasks.base import DenoiserFor, Trained, TrainingLabels
+from labeldp.training import one_hot
 
 __all__ = ["ImageTask"]
 
@@ -51,9 +56,6 @@ class ImageTask:
         or the linear head on features) on ``targets``:
         ``(n,)`` labels (one-hot) or ``(n, K)`` target weights. With ``confusion``, ``details`` has the
         test-set confusion matrices trained and at initialisation (000 Figure 4)."""
-        from labeldp.methods.common import build_model_for, train_and_evaluate
-        from labeldp.training import one_hot
-
         targets = np.asarray(targets)
         weights = one_hot(targets, self.data.num_classes) if targets.ndim == 1 else targets
         matrices: dict | None = {} if confusion else None
@@ -70,18 +72,12 @@ class ImageTask:
 
     def train_private(self, *, method: str, denoiser_for: DenoiserFor | None, desc: str) -> MethodResult:
         """Example-level DP-SGD with the denoiser (NoOp when ``denoiser_for`` is None)."""
-        from labeldp.methods.private_training import train_private
-
-        return train_private(self.data, self.spec, denoiser=self._denoiser(denoiser_for), desc=desc)
+        return private_training.train_private(self.data, self.spec, denoiser=self._denoiser(denoiser_for), desc=desc)
 
     def vmap_key(self, *, denoiser_for: DenoiserFor | None) -> str | None:
         """The vmap group of the run; None where the denoiser's projection runs a host loop (the CPU)."""
-        from labeldp.methods.vmapped_training import vmap_group_key
-
         den = self._denoiser(denoiser_for)
         return None if den.host_loop() else vmap_group_key(self.spec, denoiser=den)
 
     def _denoiser(self, denoiser_for: DenoiserFor | None):
-        from labeldp.denoisers import noop
-
         return noop() if denoiser_for is None else denoiser_for(self.spec)

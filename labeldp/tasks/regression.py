@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from labeldp.methods.base import NON_PRIVATE, MethodResult, RunSpec, recipe_options_refused
+from labeldp.regression.pipeline import Randomized, run_label_randomizer
 from labeldp.tasks.base import DenoiserFor, Trained, TrainingLabels
 
 __all__ = ["RegressionTask"]
@@ -46,8 +47,6 @@ class RegressionTask:
 
     def train_on_targets(self, targets: np.ndarray, *, desc: str, confusion: bool = False) -> Trained:
         """003's MLP on ``targets`` (one real label per training row); test MSE on the true test labels."""
-        from labeldp.regression.pipeline import Randomized, run_label_randomizer
-
         given = np.asarray(targets, float)
 
         def as_given(labels, *, data, spec, rng):
