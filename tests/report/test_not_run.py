@@ -15,4 +15,4 @@ def test_proprietary_experiments_print_not_run_beside_every_published_cell():
     assert {r["dataset"] for r in rows} == {"proprietary_pcvr"} and all(r["paper"] is not None for r in rows)
     (only,) = not_run.build_rows(cfg, "figure5b")  # 003 prints no App Ads values in the reference files
     assert only["status"] == "not run" and only["paper"] is None
-    assert plan.runs_by_table(cfg)["hybrid_table4"] == []  # nothing is planned for it
+    assert plan.table_runs(cfg, "hybrid_table4") == []  # nothing is planned for it

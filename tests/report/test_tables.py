@@ -443,7 +443,7 @@ def test_a_tables_non_private_column_runs_its_variant():
     cfg = repo_config()
     col = plan.nonprivate_column(cfg["tables"]["lpmst_table4_mnist"])
     assert (col.method, col.variant, col.ref_method) == ("nonprivate", "recipe001", "non_private")
-    runs = [r for r in plan.runs_by_table(cfg)["lpmst_table4_mnist"] if r.spec.method == "nonprivate"]
+    runs = [r for r in plan.table_runs(cfg, "lpmst_table4_mnist") if r.spec.method == "nonprivate"]
     assert runs and all(
         r.spec.options["momentum"] == 0.9 and r.spec.options["lr_schedule"] == "warmup_linear_decay" for r in runs
     )
