@@ -112,8 +112,15 @@ def _case_reference(case, unit):
             key=jax.random.key(0),
         )
 
-    norms = jax.jit(lambda p, x, y, m: _reference_norms(logits_fn, p, x, y, m, unit))(params, x, y, mask)
+    norms = _norms_fn(case, unit)(params, x, y, mask)
     return tapped, (params, x, y, mask), norms, jax.jit(reference)
+
+
+@functools.lru_cache(maxsize=None)
+def _norms_fn(case, unit):
+    """:func:`_reference_norms` of the case's model, compiled once (the mask an argument)."""
+    logits_fn = _case(case, unit)[0]
+    return jax.jit(lambda p, x, y, m: _reference_norms(logits_fn, p, x, y, m, unit))
 
 
 @functools.lru_cache(maxsize=None)
@@ -167,24 +174,12 @@ def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
 @pytest.mark.parametrize("case", CASES[:3], ids=lambda c: f"{c[0]}-{c[1]}")
 def test_per_unit_norms_equal_reference_norms(case):
     """norm_sum over a batch of one real unit is that unit's norm, for each unit in turn."""
-    logits_fn, tapped, params, x, y, mask = _case(case, "example")
-    norms = _reference_norms(logits_fn, params, x, y, jnp.ones_like(mask), "example")
-    fn = jax.jit(
-        lambda m: bookkeeping_clipped_sum(
-            tapped_fn=tapped,
-            loss_fn=cross_entropy,
-            unit="example",
-            clip_norm=1.0,
-            chunk_size=7,
-            params=params,
-            x=x,
-            y=y,
-            mask=m,
-        )[1]
-    )
+    _, (params, x, y, mask), _, _ = _case_reference(case, "example")
+    norms = _norms_fn(case, "example")(params, x, y, jnp.ones_like(mask))  # every row real
+    fn = _bookkeeping(case, "example", 7)
     for i in range(0, norms.shape[0], 5):
         one = jnp.zeros_like(mask).at[i].set(1.0)
-        assert float(fn(one)["norm_sum"]) == pytest.approx(float(norms[i]), rel=RTOL)
+        assert float(fn(params, x, y, one, jnp.float32(1.0))[1]["norm_sum"]) == pytest.approx(float(norms[i]), rel=RTOL)
 
 
 def test_masked_rows_contribute_nothing():
