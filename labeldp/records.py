@@ -3,7 +3,7 @@
 Record format (schema version 1). Every method writes exactly these top-level keys:
 
 ``schema_version``   int, 1.
-``run_id``           str, ``<dataset>/<method>/<variant>/eps<eps>/<hp_id>/seed<seed>``.
+``run_id``           str, ``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>/<hp_id>/seed<seed>``.
 ``table_keys``       list of workflow targets the run was planned for (informational).
 ``dataset``          dict: ``name``, ``source`` (``official`` or ``synthetic_standin``),
                      ``n_train``, ``n_test``, ``subset`` (None = full split).

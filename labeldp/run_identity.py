@@ -65,7 +65,7 @@ def cell_path(spec: RunSpec) -> str:
 
 
 def run_id(spec: RunSpec) -> str:
-    """``<dataset>/<method>/<variant>[-shuffle]/eps<eps>/<hp_id>/seed<seed>``: the record's path
+    """``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>/<hp_id>/seed<seed>``: the record's path
     below the results directory. Non-default batch sampling, and noise calibrated under label
     substitution (``-labelsub``), get their own directory, so records of different sampling
     schemes or calibrations never stand in for each other."""
