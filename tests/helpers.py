@@ -28,7 +28,7 @@ def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
     optional axes is swapped for a fresh one for the test, so no fake's axes outlive it."""
     import functools
 
-    from labeldp import plan, run_identity
+    from labeldp import run_identity
     from labeldp.methods import registry
 
     real_is, real_get = registry.is_implemented, registry.get_method
@@ -36,8 +36,7 @@ def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
     monkeypatch.setattr(registry, "is_implemented", lambda n: n in fakes or real_is(n))
     monkeypatch.setattr(registry, "get_method", lambda n: fakes[n] if n in fakes else real_get(n))
     fresh = functools.lru_cache(maxsize=None)(run_identity.optional_hyperparameters.__wrapped__)
-    monkeypatch.setattr(plan, "optional_hyperparameters", fresh)  # the planner's axes
-    monkeypatch.setattr(run_identity, "optional_hyperparameters", fresh)  # the run ids
+    monkeypatch.setattr(run_identity, "optional_hyperparameters", fresh)  # the planner's axes and the run ids
     return fakes
 
 
