@@ -89,6 +89,7 @@ rule all:
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/ssl.smk"
+include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/audit.smk"

@@ -257,6 +257,8 @@ def run(data, spec: RunSpec) -> MethodResult:
         }
         details["model"] = staged.model
         details["augment"] = augment_record(cfg)
+    if staged.init_from:
+        details["init_from"] = staged.init_from
     return MethodResult(
         metrics=staged.metrics(),
         privacy=common.pure_label_dp(

@@ -135,6 +135,8 @@ class MultiStageRun:
       audit_log_probs: the final model's log-probabilities at the audit canaries (or None).
       rating_metrics: the final model's ``test_rmse`` where the classes are ratings (001 Table 3), else empty.
       model: the registry name of the network that trained (:mod:`labeldp.models`).
+      init_from: what stage 1 started from when the variant's ``init_from`` names a pre-training (001 Table 1's
+        CIFAR-100 pre-training; :mod:`labeldp.pretrained_init`), else None.
     """
 
     stages: int
@@ -150,6 +152,7 @@ class MultiStageRun:
     audit_log_probs: Any
     rating_metrics: dict = dataclasses.field(default_factory=dict)
     model: str = ""
+    init_from: dict | None = None
 
     def metrics(self) -> dict[str, Any]:
         import math
@@ -192,6 +195,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
 
     from baselines import common
     from labeldp.methods.common import build_model_for, rating_metrics, train_config
+    from labeldp.pretrained_init import initial_state
     from labeldp.training import accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images, train_weighted
 
     eps = common.require_private(spec, name)
@@ -203,6 +207,10 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
     config = train_config(spec)
     mixup = {s: float(spec.hparams.get(f"mixup_alpha{s}", OPTIONAL_HYPERPARAMETERS[f"mixup_alpha{s}"])) for s in (1, 2)}
     x_train, x_test = to_float_images(data.x_train), to_float_images(data.x_test)
+    # stage 1 starts from the variant's pre-trained network (classifier re-initialised), if it names one
+    stage1_init, init_from = initial_state(
+        model, data, spec, seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, 1)
+    )
     results: list[Any] = []
     epoch_accuracy: list[list[float]] = []  # per stage, the test accuracy after each epoch (001 Figure 3)
     top_k_accuracy: list[list[float]] = []  # per stage, the test top-k accuracy for k = 1..K (001 Figure 5)
@@ -219,7 +227,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
             target_weights=one_hot(train_labels, k),
             config=dataclasses.replace(config, mixup_alpha=mixup[1 if t == 1 else 2]),
             seed=common.training_seed(spec.seed, common.STREAM_LP_2ST, t),
-            init_params=results[-1].params if results else None,
+            init_params=results[-1].params if results else stage1_init,
             desc=f"{name} stage {t}",
             on_epoch_end=after_epoch,
         )
@@ -251,6 +259,7 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
         audit_log_probs=audit_log_probs(model, results[-1].params, data),
         rating_metrics=rating_metrics(model, results[-1].params, data),
         model=model.name,
+        init_from=init_from,
     )
 
 
@@ -317,6 +326,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "model": staged.model,
         "augment": augment_record(cfg),
         "label_rng": [int(spec.seed), common.STREAM_LP_2ST],
+        **({"init_from": staged.init_from} if staged.init_from else {}),
     }
     return MethodResult(
         metrics=staged.metrics(),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labeldp import feature_datasets
+from labeldp import feature_datasets, pretraining
 from labeldp.methods import registry
 from labeldp.plan import (
     SOURCE_RENDERERS,
@@ -75,8 +75,10 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 raise ConfigError(
                     f"tables.{table}.columns.{col.id}.method: unknown method {col.method!r}; known: {sorted(known)}"
                 )
-            if col.variant != "default":
-                variant_options(config, col.method, col.variant)
+            options = variant_options(config, col.method, col.variant)
+            pretraining.check_init_options(
+                config, where=f"variants.{col.method}.{col.variant}", options=options, dataset=ds
+            )
             _check_prior_budget(config, table, tcfg, col)
         col_ids = {c.id for c in columns(tcfg)}
         for i, claim in enumerate(tcfg.get("claims", [])):
@@ -91,6 +93,7 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                         f"tables.{table}.claims[{i}]: {who!r} is not a column id of {table}; columns: {sorted(col_ids)}"
                     )
         grid_for(config, tcfg)
+    pretraining.pretraining_specs(config)  # every entry complete, on a known dataset
     for ds in config.get("datasets") or {}:
         if ds not in DATASET_KINDS:
             hint = (

@@ -310,12 +310,13 @@ def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
 
 def record_paths(results_dir: str | os.PathLike) -> list[Path]:
     """Every run record under a results directory, sorted: its ``*.json`` files except those of the
-    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), the sweeps'
+    SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), the supervised
+    pre-trainings (``<results_dir>/pretrained/``, :mod:`labeldp.pretraining`), the sweeps'
     markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`), the successive-halving selections
     (``<results_dir>/.halving/``, :mod:`labeldp.halving`) and the papers' worked examples
     (``<results_dir>/examples/``, :mod:`labeldp.regression.paper_example`), which are not runs."""
     root = Path(results_dir)
-    skip = ("ssl", ".sweeps", ".halving", "examples")
+    skip = ("ssl", "pretrained", ".sweeps", ".halving", "examples")
     return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in skip)
 
 

@@ -19,6 +19,8 @@ from typing import Any, Mapping, Sequence
 from labeldp import records, tasks
 from labeldp.methods import registry
 from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.pretrained_init import attach
+from labeldp.pretraining import parse_pretrained_args
 
 
 def run_spec(spec: RunSpec, data) -> MethodResult:
@@ -111,6 +113,13 @@ def run_arguments(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="prepared .npz")
     p.add_argument("--out", required=True, help="record path (.json)")
     p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
+    p.add_argument(
+        "--pretrained",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a pre-trained state a variant's init_from names (labeldp.pretraining); repeatable",
+    )
     return p
 
 
@@ -126,7 +135,11 @@ def load_run(args: argparse.Namespace):
             f"error: prepared data {args.data} holds {held_dataset(data)!r}, but the run is for "
             f"{spec.dataset!r}; prepare it with: snakemake <data_dir>/prepared/{spec.dataset}-<source>-<size>.npz"
         )
-    return spec, data
+    try:
+        paths = parse_pretrained_args(getattr(args, "pretrained", ()))
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    return spec, attach(data, paths)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import jax
 
@@ -37,6 +37,8 @@ from labeldp.atomic_io import write_text_atomic
 from labeldp.data.prepare import load_prepared
 from labeldp.data.views import held_dataset
 from labeldp.methods import registry
+from labeldp.pretrained_init import attach
+from labeldp.pretraining import parse_pretrained_args
 from labeldp.runner import build_record, run_and_record
 from labeldp.sweeps import Sweep
 
@@ -112,6 +114,7 @@ def run_sweep(
     workflow_config: dict | None = None,
     log=print,
     vmap_runs: int = 1,
+    pretrained: Mapping[str, str] | None = None,
 ) -> int:
     """Trains the sweep's pending runs, then writes the marker; returns the exit status.
 
@@ -123,6 +126,8 @@ def run_sweep(
       log: a print-like function.
       vmap_runs: at most this many runs of one method ``vmap_key`` train as one vmapped program
         (1: one run at a time).
+      pretrained: ``{name: state path}`` of the pre-trainings the runs' ``init_from`` names
+        (:mod:`labeldp.pretraining`), loaded once with the data.
 
     Returns:
       0 when every run has its record (the marker is written), 1 when some run failed.
@@ -140,6 +145,7 @@ def run_sweep(
                 f"error: prepared data {data_path} holds {held_dataset(data)!r}, but the sweep is for "
                 f"{dataset!r}; prepare it with: snakemake <data_dir>/prepared/{dataset}-<source>-<size>.npz"
             )
+        data = attach(data, pretrained or {})
         log(f"data loaded once in {time.perf_counter() - t0:.1f}s")
         position = 0
         for group in vmap_groups(pending, data, max_runs=vmap_runs):
@@ -199,6 +205,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="auto",
         help=f"runs per vmapped program: 'auto' (1 on CPU, {ACCELERATOR_VMAP_RUNS} on an accelerator) or an integer",
     )
+    p.add_argument(
+        "--pretrained",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a pre-trained state the runs' init_from names (labeldp.pretraining); repeatable",
+    )
     a = p.parse_args(argv)
     payload = json.loads(a.sweep)
     pending, _ = pending_runs(payload)
@@ -208,6 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         vmap_runs = resolve_vmap_runs(a.vmap_runs) if pending else 1
     except ValueError as err:
         raise SystemExit(f"error: {err} (config key sweep_vmap_runs)") from None
+    try:
+        pretrained = parse_pretrained_args(a.pretrained)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
     return run_sweep(
         payload,
         data_path=a.data,
@@ -215,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         workflow_config=json.loads(a.workflow_config),
         log=lambda m: print(m, flush=True),
         vmap_runs=vmap_runs,
+        pretrained=pretrained,
     )
 
 

@@ -215,7 +215,7 @@ def test_a_privacy_outcome_must_state_its_relation():
     assert d["epsilon_by_relation"] == {"label_substitution": 1.0}
 
 
-def test_record_paths_skip_the_simclr_pretraining_files(tmp_path):
+def test_record_paths_skip_the_simclr_and_supervised_pretraining_files(tmp_path):
     from labeldp.records import record_paths
 
     (tmp_path / "mnist/rr/default/eps1.0/hp").mkdir(parents=True)
@@ -223,4 +223,6 @@ def test_record_paths_skip_the_simclr_pretraining_files(tmp_path):
     (tmp_path / "ssl/mnist-official-full/simclr-x/checkpoints/1").mkdir(parents=True)
     (tmp_path / "ssl/mnist-official-full/simclr-x/pretrain.json").write_text("{}")
     (tmp_path / "ssl/mnist-official-full/simclr-x/checkpoints/1/_METADATA.json").write_text("{}")
+    (tmp_path / "pretrained/cifar100_cifar_cnn/0123456789ab").mkdir(parents=True)
+    (tmp_path / "pretrained/cifar100_cifar_cnn/0123456789ab/pretrain.json").write_text("{}")
     assert record_paths(tmp_path) == [tmp_path / "mnist/rr/default/eps1.0/hp/seed0.json"]

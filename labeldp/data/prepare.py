@@ -33,7 +33,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -79,6 +79,9 @@ class PreparedData:
     # (MethodResult.audit_log_probs): the label-canary audit's canaries (labeldp.audit). None
     # outside an audit; never saved with the prepared file.
     audit_inputs: np.ndarray | None = None
+    # Networks pre-trained on public labels that a variant starts from (option init_from;
+    # labeldp.pretrained_init.attach): {name: PretrainedState}. Attached by the runner; never saved.
+    pretrained: Mapping[str, Any] | None = None
 
     @property
     def is_synthetic(self) -> bool:

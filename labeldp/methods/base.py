@@ -234,11 +234,13 @@ class MethodResult:
 #: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
 #: 001 Appendix B's is ``{momentum: 0.9, lr_schedule: warmup_linear_decay, warmup_fraction: 0.15, l2: 1.0e-4}``;
 #: ``model`` picks a registered network instead of the dataset's (001's ``inception_001`` /
-#: ``resnet18_v2_cifar``, :mod:`labeldp.models`) and ``augment`` (``crop_flip_cutout``, with
-#: ``augment_pad`` / ``augment_cutout`` pixels) 001's data augmentation (:mod:`labeldp.augment`).
+#: ``resnet18_v2_cifar``, :mod:`labeldp.models`), ``init_from`` starts it from a network pre-trained on
+#: public labels (001 Table 1's CIFAR-100 pre-training, :mod:`labeldp.pretraining`) and ``augment``
+#: (``crop_flip_cutout``, with ``augment_pad`` / ``augment_cutout`` pixels) 001's data augmentation
+#: (:mod:`labeldp.augment`).
 OPTIMIZER_OPTIONS = ("momentum", "nesterov", "lr_schedule", "warmup_fraction", "l2")
-#: The recipe's network choice (``model``) and image augmentation (``augment*``).
-NETWORK_OPTIONS = ("model",)
+#: The recipe's network choice (``model``), its starting point (``init_from``) and image augmentation (``augment*``).
+NETWORK_OPTIONS = ("model", "init_from")
 AUGMENT_OPTIONS = ("augment", "augment_pad", "augment_cutout")
 RECIPE_OPTIONS = OPTIMIZER_OPTIONS + NETWORK_OPTIONS + AUGMENT_OPTIONS
 

@@ -11,6 +11,7 @@ from labeldp.augment import DEFAULT_CUTOUT, DEFAULT_PAD
 from labeldp.methods.base import RECIPE_OPTIONS, RunSpec  # noqa: F401 (RECIPE_OPTIONS: importable from here)
 from labeldp.data.registry import DATASETS
 from labeldp.models import FEATURES_MODEL, ModelSpec, build_model
+from labeldp.pretrained_init import initial_state
 from labeldp.rating_metrics import class_values_of, expected_value_rmse
 from labeldp.training import (
     TrainConfig,
@@ -86,17 +87,24 @@ def train_and_evaluate(
     desc: str,
     on_epoch_end=None,
     confusion: dict | None = None,
+    provenance: dict | None = None,
 ) -> tuple[dict[str, Any], dict[str, float], Any]:
     """Trains on ``target_weights``; returns (metrics, timings, audit log-probs or None, see
     :func:`labeldp.training.audit_log_probs`). With a ``confusion`` dict, fills it with the test-set
-    confusion matrices of the model at initialisation (``"init"``) and trained (``"test"``), 000 Figure 4."""
+    confusion matrices of the model at initialisation (``"init"``) and trained (``"test"``), 000 Figure 4.
+    A variant's ``init_from`` starts the model from a pre-trained network (:mod:`labeldp.pretrained_init`);
+    a ``provenance`` dict then gets ``{"init_from": <what the record says of it>}``."""
     x_train = to_float_images(data.x_train)
+    init, init_summary = initial_state(model, data, spec, seed=spec.seed)
+    if init_summary is not None and provenance is not None:
+        provenance["init_from"] = init_summary
     result = train_weighted(
         model,
         x_train=x_train,
         target_weights=target_weights,
         config=train_config(spec),
         seed=spec.seed,
+        init_params=init,
         desc=desc,
         on_epoch_end=on_epoch_end,
     )
@@ -104,7 +112,8 @@ def train_and_evaluate(
     acc = accuracy_pct(model, result.params, x_test, data.y_test)
     if confusion is not None:
         k = int(data.num_classes)
-        confusion["init"] = confusion_matrix(model, initial_params(model, spec.seed), x_test, data.y_test, k)
+        start = init if init is not None else initial_params(model, spec.seed)
+        confusion["init"] = confusion_matrix(model, start, x_test, data.y_test, k)
         confusion["test"] = confusion_matrix(model, result.params, x_test, data.y_test, k)
     metrics = {
         "test_accuracy_pct": acc,

@@ -59,6 +59,7 @@ class ImageTask:
         targets = np.asarray(targets)
         weights = one_hot(targets, self.data.num_classes) if targets.ndim == 1 else targets
         matrices: dict | None = {} if confusion else None
+        details: dict = {}
         metrics, timings, audit = train_and_evaluate(
             build_model_for(self.data, options=self.spec.options),
             self.data,
@@ -66,8 +67,10 @@ class ImageTask:
             self.spec,
             desc=desc,
             confusion=matrices,
+            provenance=details,  # init_from: the pre-trained network the model started from
         )
-        details = {"confusion_matrix": matrices["test"], "confusion_matrix_init": matrices["init"]} if confusion else {}
+        if confusion:
+            details.update(confusion_matrix=matrices["test"], confusion_matrix_init=matrices["init"])
         return Trained(metrics=metrics, timings=timings, details=details, audit_log_probs=audit)
 
     def train_private(self, *, method: str, denoiser_for: DenoiserFor | None, desc: str) -> MethodResult:

@@ -6,6 +6,8 @@
 # never redone.
 import json as _json
 
+from labeldp import pretraining as _pt
+
 
 def _sweep(wc):
     path = f"{RESULTS}/.sweeps/{wc.sweep}.json"
@@ -25,6 +27,19 @@ def _sweep_data(wc):
     return ancient(sw.prepared_path) if done else sw.prepared_path
 
 
+def _sweep_pretrained_paths(wc):
+    """{name: state path} of the pre-trainings the sweep's runs start from (variant option init_from)."""
+    return _pt.inputs_of_options(config, [r.spec.options for r in _sweep(wc).runs])
+
+
+def _sweep_pretrained(wc):
+    """The pre-trained states as inputs, ancient() once the sweep is done (as its data)."""
+    sw = _sweep(wc)
+    done = os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
+    paths = sorted(_sweep_pretrained_paths(wc).values())
+    return [ancient(p) for p in paths] if done else paths
+
+
 def _sweep_runtime_minutes(wc):
     from labeldp import plan_cost
 
@@ -36,6 +51,7 @@ def _sweep_runtime_minutes(wc):
 rule sweep:
     input:
         data=_sweep_data,
+        pretrained=_sweep_pretrained,
     output:
         f"{RESULTS}/.sweeps/{{sweep}}.json",
     wildcard_constraints:
@@ -47,6 +63,7 @@ rule sweep:
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
                                     "sampling": config["sampling"], "delta": config["delta"]}),
         vmap_runs=config.get("sweep_vmap_runs", "auto"),
+        pretrained=lambda wc: _pt.pretrained_args(_sweep_pretrained_paths(wc)),
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
@@ -58,7 +75,7 @@ rule sweep:
     shell:
         "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.sweep_runner --sweep {params.sweep:q} "
         "--data {input.data} --marker {output} --workflow-config {params.wf:q} "
-        "--vmap-runs {params.vmap_runs} > {log} 2>&1"
+        "--vmap-runs {params.vmap_runs} {params.pretrained} > {log} 2>&1"
 
 
 def _run(wc):
@@ -81,6 +98,15 @@ def _train_data(wc):
     return ancient(path) if os.path.exists(f"{RESULTS}/{wc.run}.json") else path
 
 
+def _run_pretrained_paths(wc):
+    return _pt.inputs_of_options(config, [_run(wc).spec.options])
+
+
+def _run_pretrained(wc):
+    paths = sorted(_run_pretrained_paths(wc).values())
+    return [ancient(p) for p in paths] if os.path.exists(f"{RESULTS}/{wc.run}.json") else paths
+
+
 rule train:
     input:
         # ancient() for a FINISHED record: a record is keyed by its RunSpec and the prepared file by
@@ -89,6 +115,7 @@ rule train:
         # preparation of the same source: after changing a prepare step, delete the records it
         # affects. A MISSING record takes the data as a plain input (_train_data).
         data=_train_data,
+        pretrained=_run_pretrained,
     output:
         f"{RESULTS}/{{run}}.json",
     wildcard_constraints:
@@ -97,6 +124,7 @@ rule train:
         f"{LOGS}/train/{{run}}.log",
     params:
         spec=lambda wc: _json.dumps(_run(wc).spec.to_dict()),
+        pretrained=lambda wc: _pt.pretrained_args(_run_pretrained_paths(wc)),
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
                                     "sampling": config["sampling"], "delta": config["delta"]}),
     threads: config.get("threads_per_job", 1)
@@ -106,4 +134,4 @@ rule train:
         "../../envs/labeldp.yaml"
     shell:
         "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.runner --spec {params.spec:q} "
-        "--data {input.data} --out {output} --workflow-config {params.wf:q} > {log} 2>&1"
+        "--data {input.data} --out {output} --workflow-config {params.wf:q} {params.pretrained} > {log} 2>&1"
