@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -37,6 +37,27 @@ RELATION_SHORT = {"add_or_remove": "add/remove", "label_substitution": "label su
 
 
 # ----------------------------------------------------------------------------- formatting
+
+
+#: At most this many code revisions are listed one by one in a table header; more are summarised.
+MAX_LISTED_REVISIONS = 6
+
+
+def revisions_text(revisions: list[str]) -> str:
+    """The header's "code revisions of the records": every distinct revision, or where there are more than
+    :data:`MAX_LISTED_REVISIONS` (a protocol run over many sessions) their count and the three most used."""
+    counts = Counter(revisions)
+    if len(counts) <= MAX_LISTED_REVISIONS:
+        return ", ".join(sorted(counts)) or "-"
+    dirty = sum(1 for rev in counts if rev.endswith("+dirty"))
+    top = ", ".join(
+        f"{rev} ({n} record{'s' if n != 1 else ''})"
+        for rev, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    )
+    return (
+        f"{len(counts)} revisions over {len(revisions)} records ({dirty} of them with uncommitted changes); "
+        f"the most used: {top}; each record's environment.git names its own"
+    )
 
 
 def _fmt_num(v: float | None, metric: str) -> str:
@@ -170,7 +191,7 @@ def header_lines(res: TableResult) -> list[str]:
     # the build rewrites its own report files in the checkout: those changes are not code changes
     git = records.git_revision(exclude=tuple(str(cfg[k]) for k in ("reports_dir", "results_dir") if cfg.get(k)))
     hw = sorted({records.machine_description(r["environment"]) for r in recs}) or ["no runs"]
-    rec_revs = sorted({revision_text(r["environment"].get("git") or {}) for r in recs})
+    rec_revs = revisions_text([revision_text(r["environment"].get("git") or {}) for r in recs])
     options = sorted(
         {
             f"{r['method']}/{r['variant']}: {json.dumps(r['config']['run_spec'].get('options') or {}, sort_keys=True)}"
@@ -206,7 +227,7 @@ def header_lines(res: TableResult) -> list[str]:
         f"runs, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI, RRWithPrior) are exactly "
         f"eps-label-DP under label substitution in every table (docs/privacy_relations.md)",
         f"- hardware: {'; '.join(hw)}",
-        f"- code revisions of the records: {', '.join(rec_revs) or '-'}",
+        f"- code revisions of the records: {rec_revs}",
     ]
     searched = halving_description(cfg, res.table)
     if searched:
