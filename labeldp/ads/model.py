@@ -1,9 +1,11 @@
 """The binary-label ads model of 000 Appendix D.3 / 002 Appendix A, in Flax.
 
 Every categorical feature goes through an embedding, the embeddings are concatenated with the
-numerical features, then an MLP with hidden layers 128 and 64 (ReLU) and ONE logit, trained with
-binary cross-entropy (000 D.3: "embeddings of dimension 8 ... MLP 128-64"; 002 Appendix A: the
-same MLP, embedding size int[2 V^0.25] for pCTR's categorical features of vocabulary size V).
+numerical features, then an MLP of ReLU layers and ONE logit, trained with binary cross-entropy:
+on Criteo Attribution hidden layers 128 and 64 with embeddings of dimension 8 (000 D.3, 002
+Appendix A: "two layers of 128 and 64 hidden units"); on pCTR four hidden layers of 598 units with
+embedding size int[2 V^0.25] for a categorical feature of vocabulary size V (002 Appendix A: "four
+fully connected layers, each containing 598 hidden units").
 
 The DP-SGD engine (:mod:`labeldp.dpsgd`) and LabelDP-Pro work with K-class logits, so
 :func:`two_class_logits` presents the one logit z as the logits (0, z): softmax cross-entropy on
@@ -55,7 +57,7 @@ class AdsModelConfig:
 
 MODEL_FOR_DATASET: Mapping[str, AdsModelConfig] = {
     "criteo_attribution": AdsModelConfig((128, 64), "fixed8", "000 Appendix D.3 / 002 Appendix A (Attribution)"),
-    "criteo_pctr": AdsModelConfig((128, 64), "2V^0.25", "002 Appendix A (pCTR)"),
+    "criteo_pctr": AdsModelConfig((598, 598, 598, 598), "2V^0.25", "002 Appendix A (pCTR: four layers of 598 units)"),
 }
 
 
