@@ -30,8 +30,11 @@ import os
 import shlex
 from typing import Any, Mapping
 
+from labeldp import feature_datasets
+from labeldp.data import views
 from labeldp.data.registry import DATASETS
-from labeldp.data_layout import data_tag, prepared_path
+from labeldp.data_layout import data_tag, dataset_kind, prepared_path
+from labeldp.models import FEATURES_MODEL
 from labeldp.plan import ConfigError
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "state_path",
     "inputs_of_options",
     "check_init_options",
+    "variant_model",
     "parse_pretrained_args",
     "pretrained_args",
 ]
@@ -143,6 +147,17 @@ def inputs_of_options(config: Mapping[str, Any], options_list) -> dict[str, str]
     return {n: state_path(config, n) for n in names}
 
 
+def variant_model(options: Mapping[str, Any], dataset: str) -> str | None:
+    """The network a variant's runs on ``dataset`` train: its ``model`` option, the linear head on a features
+    dataset, else the dataset's (a split view's base's) model; as :func:`labeldp.methods.common.build_model_for`."""
+    if options.get("model"):
+        return str(options["model"])
+    if dataset_kind(dataset) == feature_datasets.FEATURES_KIND:
+        return FEATURES_MODEL
+    spec = DATASETS.get(views.base_dataset(dataset))
+    return spec.model if spec is not None else None
+
+
 def check_init_options(config: Mapping[str, Any], *, where: str, options: Mapping[str, Any], dataset: str) -> None:
     """A variant's ``init_from`` must name a pre-training of ``config`` that trains the network the
     variant trains (its ``model`` option, else the dataset's model), on another dataset's public labels.
@@ -157,8 +172,7 @@ def check_init_options(config: Mapping[str, Any], *, where: str, options: Mappin
     if name not in specs:
         raise ConfigError(f"{where}.{INIT_OPTION}: {name!r} is not an entry of pretraining; known: {sorted(specs)}")
     spec = specs[name]
-    base = dataset.split("_simclr")[0]
-    model = options.get("model") or (DATASETS[base].model if base in DATASETS else None)
+    model = variant_model(options, dataset)
     if model != spec.model:
         raise ConfigError(
             f"{where}.{INIT_OPTION}: pretraining.{name} trains {spec.model!r} but runs on {dataset} of this variant "

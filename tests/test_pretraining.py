@@ -86,3 +86,10 @@ def test_the_runners_arguments_round_trip_and_bad_ones_are_refused():
         pretraining.parse_pretrained_args(["a"])
     with pytest.raises(ValueError, match="twice"):
         pretraining.parse_pretrained_args(["a=1", "a=2"])
+
+
+def test_the_variants_network_is_the_one_its_runs_build():
+    assert pretraining.variant_model({}, "mnist_k2") == "mnist_cnn"  # a split view trains its base's model
+    assert pretraining.variant_model({}, "cifar10_simclr") == "linear"  # a features dataset: the linear head
+    assert pretraining.variant_model({"model": "resnet18_v2_cifar"}, "cifar10") == "resnet18_v2_cifar"
+    assert pretraining.variant_model({}, "cifar10") == "cifar_cnn"
