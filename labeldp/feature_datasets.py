@@ -26,10 +26,21 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["FEATURES_SUFFIX", "FEATURES_KIND", "features_base", "ssl_config", "ssl_id", "encoder_dir", "features_path"]
+__all__ = [
+    "FEATURES_SUFFIX",
+    "FEATURES_KIND",
+    "FEATURES_MODEL",
+    "features_base",
+    "ssl_config",
+    "ssl_id",
+    "encoder_dir",
+    "features_path",
+]
 
 FEATURES_SUFFIX = "_simclr"
 FEATURES_KIND = "features"
+#: The registered network a features dataset trains (a linear classifier on the frozen representations).
+FEATURES_MODEL = "linear"
 
 #: The SimCLR pre-training of 000 Appendix D.2 (ResNet-18 with the CIFAR stem, Adam lr 1e-3, weight
 #: decay 1e-6, batch 1024, 1,000 epochs); the config key ``ssl`` overrides any field.

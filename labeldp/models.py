@@ -33,6 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from labeldp import feature_datasets
 from labeldp.collaborative_filtering import NeuralCollaborativeFiltering
 from labeldp.dpsgd.tape import Tape, avg_pool_2x2, max_pool_2x2, row_keys
 from labeldp.models_001 import Inception001, ResNet18V2Cifar
@@ -131,8 +132,8 @@ def linear_classifier_tapped(module: LinearClassifier, params, x: jax.Array, tap
     return tape.dense(("Dense_0",), x.reshape((x.shape[0], -1)), params["Dense_0"])
 
 
-#: The model of every features dataset (``<image dataset>_simclr``, :mod:`labeldp.feature_datasets`).
-FEATURES_MODEL = "linear"
+#: The model of every features dataset (``<image dataset>_simclr``): :data:`labeldp.feature_datasets.FEATURES_MODEL`.
+FEATURES_MODEL = feature_datasets.FEATURES_MODEL
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {
     "mnist_cnn": MnistCNN,

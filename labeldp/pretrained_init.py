@@ -30,7 +30,8 @@ import jax.numpy as jnp
 from flax import traverse_util
 
 from labeldp.models import ModelSpec, build_model
-from labeldp.pretraining import INIT_OPTION, RECORD_FILE
+from labeldp.data.views import held_dataset
+from labeldp.pretraining import INIT_OPTION, RECORD_FILE, labels_of
 from labeldp.training import initial_params
 
 __all__ = ["PretrainedState", "load_pretrained", "attach", "classifier_keys", "transfer_state", "initial_state"]
@@ -161,5 +162,11 @@ def initial_state(model: ModelSpec, data, spec, *, seed: int) -> tuple[Any, dict
     if loaded.record.get("model") not in (None, model.name):
         raise ValueError(
             f"pre-training {name!r} trained {loaded.record.get('model')!r}, this run trains {model.name!r}"
+        )
+    trained_on = str((loaded.record.get("dataset") or {}).get("name"))
+    if labels_of(trained_on) == labels_of(held_dataset(data)):
+        raise ValueError(
+            f"pre-training {name!r} read {trained_on}'s labels, the private labels of this run on {held_dataset(data)}; "
+            "pre-train on another (public) dataset"
         )
     return transfer_state(model, loaded.state, initial_params(model, seed)), loaded.summary()

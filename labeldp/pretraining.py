@@ -18,7 +18,9 @@ prepared data's source and size), and gives that file to every job whose runs st
 (:mod:`labeldp.pretrained_init` loads it and re-initialises the classifier).
 
 This module is the plan side (no JAX): the entries, their ids and paths, and the checks that a
-variant's ``init_from`` names an entry that trains the variant's network.
+variant's ``init_from`` names an entry that trains the variant's network on another dataset's labels
+(never the run's own: not a split view or the features of the same images) and is no stand-in where
+the run's data is real.
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ from typing import Any, Mapping
 from labeldp import feature_datasets
 from labeldp.data import views
 from labeldp.data.registry import DATASETS
-from labeldp.data_layout import data_tag, dataset_kind, prepared_path
-from labeldp.models import FEATURES_MODEL
+from labeldp.data_layout import DATASET_KINDS, data_source, data_tag, dataset_kind, prepared_path
 from labeldp.plan import ConfigError
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "inputs_of_options",
     "check_init_options",
     "variant_model",
+    "labels_of",
     "parse_pretrained_args",
     "pretrained_args",
 ]
@@ -153,7 +155,7 @@ def variant_model(options: Mapping[str, Any], dataset: str) -> str | None:
     if options.get("model"):
         return str(options["model"])
     if dataset_kind(dataset) == feature_datasets.FEATURES_KIND:
-        return FEATURES_MODEL
+        return feature_datasets.FEATURES_MODEL
     spec = DATASETS.get(views.base_dataset(dataset))
     return spec.model if spec is not None else None
 
@@ -178,11 +180,23 @@ def check_init_options(config: Mapping[str, Any], *, where: str, options: Mappin
             f"{where}.{INIT_OPTION}: pretraining.{name} trains {spec.model!r} but runs on {dataset} of this variant "
             f"train {model!r}; set the variant's model option or pretraining.{name}.model to the same network"
         )
-    if spec.dataset == dataset:
+    if labels_of(spec.dataset) == labels_of(dataset):
         raise ConfigError(
-            f"{where}.{INIT_OPTION}: pretraining.{name} trains on {dataset}'s own labels, which are the private ones; "
-            "pre-train on another (public) dataset"
+            f"{where}.{INIT_OPTION}: pretraining.{name} trains on {spec.dataset}, whose labels are {dataset}'s own "
+            f"(private) ones ({labels_of(dataset)}'s); pre-train on another (public) dataset"
         )
+    if data_source(config, dataset) == "official" and data_source(config, spec.dataset) != "official":
+        raise ConfigError(
+            f"{where}.{INIT_OPTION}: pretraining.{name} would train on a synthetic stand-in of {spec.dataset} while "
+            f"{dataset} is real, and the run's outputs would not say so; set datasets.{spec.dataset}.standin: false "
+            "(fetch it) or run on the stand-in"
+        )
+
+
+def labels_of(dataset: str) -> str:
+    """The dataset whose training labels ``dataset``'s runs read: a split view's base, a features dataset's images."""
+    base = feature_datasets.features_base(dataset, DATASET_KINDS) or dataset
+    return views.base_dataset(base)
 
 
 def pretrained_args(paths: Mapping[str, str]) -> str:

@@ -14,6 +14,7 @@ from baselines import common, lp_mst
 from labeldp import pretrain_supervised
 from labeldp.data.prepare import PreparedData
 from labeldp.methods.base import RunSpec
+from labeldp.methods.common import train_and_evaluate
 from labeldp.models import build_model
 from labeldp.pretrained_init import attach, classifier_keys, initial_state, load_pretrained, transfer_state
 from labeldp.pretraining import PretrainingSpec
@@ -46,6 +47,23 @@ def test_the_classifier_is_exactly_the_leaves_whose_shape_depends_on_the_number_
         shapes = {k: v.shape for k, v in traverse_util.flatten_dict(tree).items()}
         assert len(head) == 2 and all(shapes[k][-1] == 10 for k in head), (name, head)
         assert {k[-1] for k in head} == {"kernel", "bias"} and len({k[:-1] for k in head}) == 1
+
+
+def test_batch_norm_networks_transfer_their_running_statistics_and_reinitialise_only_the_classifier():
+    for name in ("resnet18_v2_cifar", "inception_001"):
+        head = classifier_keys(build_model(name, input_shape=(8, 8, 3), num_classes=10))
+        assert len(head) == 2 and all(k[0] == "params" for k in head), (name, head)
+    model = build_model("inception_001", input_shape=(8, 8, 1), num_classes=10)
+    source = build_model("inception_001", input_shape=(8, 8, 1), num_classes=100)
+    init = jax.jit(lambda spec, seed: spec.init(jax.random.key(seed)), static_argnums=0)  # one program each
+    pre, fresh = init(source, 1), init(model, 2)
+    assert set(pre) == {"params", "batch_stats"}
+    pre = jax.tree_util.tree_map(lambda a: a + 1.0, pre)  # running statistics unlike a fresh network's
+    got = _flat(transfer_state(model, pre, fresh))
+    head = classifier_keys(model)
+    assert any(k[0] == "batch_stats" for k in got)
+    for key, leaf in got.items():
+        np.testing.assert_array_equal(leaf, _flat(fresh)[key] if key in head else _flat(pre)[key])
 
 
 def test_transfer_keeps_every_pretrained_leaf_but_the_classifier_and_refuses_another_network():
@@ -96,6 +114,11 @@ def test_pretraining_then_lp_1st_starts_from_the_pretrained_network_with_a_fresh
     assert initial_state(model, data, dataclasses.replace(run, options={"stages": 1}), seed=0) == (None, None)
     with pytest.raises(ValueError, match="--pretrained p="):
         initial_state(model, _images(8, 10, 1, "cifar10"), run, seed=0)
+    own = attach(_images(8, 10, 1, "cifar100"), {"p": str(tmp_path / "state.msgpack")})
+    with pytest.raises(ValueError, match="private labels of this run on cifar100"):
+        initial_state(build_model("cifar_cnn", input_shape=(32, 32, 3), num_classes=100), own, run, seed=0)
+    with pytest.raises(ValueError, match="would not say so"):  # a record must say where its model started
+        train_and_evaluate(model, data, np.zeros((96, 10), np.float32), run, desc="t")
     with pytest.raises(FileNotFoundError, match="snakemake"):
         load_pretrained("q", tmp_path / "missing" / "state.msgpack")
     assert jax.tree_util.tree_structure(loaded.state) == jax.tree_util.tree_structure(jax.device_get(state))

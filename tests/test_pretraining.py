@@ -50,12 +50,15 @@ def test_inputs_are_the_states_the_runs_name_once_each():
         ({"init_from": "nope"}, "cifar10", "'nope' is not an entry of pretraining"),
         ({"init_from": "p", "model": "resnet18_v2_cifar"}, "cifar10", "trains 'cifar_cnn' but runs"),
         ({"init_from": "p"}, "mnist", "trains 'cifar_cnn' but runs on mnist"),
-        ({"init_from": "own"}, "cifar10", "own labels, which are the private ones"),
+        ({"init_from": "own"}, "cifar10", r"cifar10's own \(private\) ones"),
+        # a split view holds the same labels: MNIST's first two classes are MNIST's labels
+        ({"init_from": "mnist_all"}, "mnist_k2", r"mnist_k2's own \(private\) ones \(mnist's\)"),
     ],
 )
 def test_a_variant_starting_from_a_pretraining_it_cannot_use_is_refused_naming_the_key(options, dataset, message):
     cfg = repo_config()
-    cfg["pretraining"] = {"p": _entry(), "own": _entry(dataset="cifar10")}
+    cfg["pretraining"] = {"p": _entry(), "own": _entry(dataset="cifar10"), "mnist_all": _entry(dataset="mnist")}
+    cfg["pretraining"]["mnist_all"]["model"] = "mnist_cnn"
     with pytest.raises(ConfigError, match=message) as err:
         pretraining.check_init_options(cfg, where="variants.lp_mst.x", options=options, dataset=dataset)
     assert "variants.lp_mst.x.init_from" in str(err.value)
@@ -93,3 +96,14 @@ def test_the_variants_network_is_the_one_its_runs_build():
     assert pretraining.variant_model({}, "cifar10_simclr") == "linear"  # a features dataset: the linear head
     assert pretraining.variant_model({"model": "resnet18_v2_cifar"}, "cifar10") == "resnet18_v2_cifar"
     assert pretraining.variant_model({}, "cifar10") == "cifar_cnn"
+
+
+def test_a_stand_in_pretraining_for_a_run_on_real_data_is_refused():
+    cfg = repo_config()
+    cfg["pretraining"] = {"p": _entry()}
+    cfg["datasets"]["cifar10"] = {"subset": None, "standin": False}
+    cfg["datasets"]["cifar100"] = {"subset": 512, "standin": True}
+    with pytest.raises(ConfigError, match=r"synthetic stand-in of cifar100 while cifar10 is real.*standin: false"):
+        pretraining.check_init_options(cfg, where="v", options={"init_from": "p"}, dataset="cifar10")
+    cfg["datasets"]["cifar10"]["standin"] = True  # both stand-ins: the outputs say so
+    pretraining.check_init_options(cfg, where="v", options={"init_from": "p"}, dataset="cifar10")

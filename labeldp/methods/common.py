@@ -96,7 +96,11 @@ def train_and_evaluate(
     a ``provenance`` dict then gets ``{"init_from": <what the record says of it>}``."""
     x_train = to_float_images(data.x_train)
     init, init_summary = initial_state(model, data, spec, seed=spec.seed)
-    if init_summary is not None and provenance is not None:
+    if init_summary is not None:
+        if provenance is None:  # a record must say where its model started
+            raise ValueError(
+                f"{desc}: variant {spec.variant!r} starts from a pre-training but its record would not say so"
+            )
         provenance["init_from"] = init_summary
     result = train_weighted(
         model,

@@ -4,6 +4,7 @@
 #   snakemake --cores 2 --configfile workflow/config/audit.yaml audit
 import json as _json
 
+from labeldp import pretraining as _pt
 from labeldp.audit import plan as _audit_plan
 
 AUDIT_RUNS = {r.record_path: r for r in _audit_plan.audit_runs(config)} if config.get("audit") else {}
@@ -21,6 +22,10 @@ def _audit_run(wc):
 rule audit_run:
     input:
         data=lambda wc: ancient(_audit_run(wc).prepared_path),  # as in train.smk
+        # the pre-trained state a variant's init_from names (labeldp/pretraining.py), while the record is missing
+        pretrained=lambda wc: _pretrained_inputs(
+            _pt.inputs_of_options(config, [_audit_run(wc).spec.options]).values(),
+            done=os.path.exists(f"{AUDIT_RESULTS}/{wc.run}.json")),
     output:
         f"{AUDIT_RESULTS}/{{run}}.json",
     wildcard_constraints:
@@ -31,6 +36,7 @@ rule audit_run:
         spec=lambda wc: _json.dumps(_audit_run(wc).spec.to_dict()),
         acfg=lambda wc: config["audit"],
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"], "audit": config["audit"]}),
+        pretrained=lambda wc: _pt.pretrained_args(_pt.inputs_of_options(config, [_audit_run(wc).spec.options])),
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
@@ -40,7 +46,7 @@ rule audit_run:
         "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.runner --spec {params.spec:q} "
         "--data {input.data} --out {output} --train-subset {params.acfg[train_subset]} "
         "--num-canaries {params.acfg[num_canaries]} --confidence {params.acfg[confidence]} "
-        "--workflow-config {params.wf:q} > {log} 2>&1"
+        "--workflow-config {params.wf:q} {params.pretrained} > {log} 2>&1"
 
 
 rule audit_table:

@@ -19,9 +19,17 @@ def _pretraining_spec(wc):
     return spec
 
 
+def _pretraining_data(wc):
+    """The public dataset's prepared file; ancient() once the state exists, so preparing the data again
+    never retrains over a state that finished records name by its sha256."""
+    path = _pt.data_path(config, _pretraining_spec(wc).name)
+    done = os.path.exists(f"{RESULTS}/pretrained/{wc.name}/{wc.pt_id}/{_pt.STATE_FILE}")
+    return ancient(path) if done else path
+
+
 rule pretrain_supervised:
     input:
-        data=lambda wc: _pt.data_path(config, _pretraining_spec(wc).name),
+        data=lambda wc: _pretraining_data(wc),
     output:
         state=f"{RESULTS}/pretrained/{{name}}/{{pt_id}}/{_pt.STATE_FILE}",
         record=f"{RESULTS}/pretrained/{{name}}/{{pt_id}}/{_pt.RECORD_FILE}",

@@ -32,12 +32,19 @@ def _sweep_pretrained_paths(wc):
     return _pt.inputs_of_options(config, [r.spec.options for r in _sweep(wc).runs])
 
 
+def _pretrained_inputs(paths, *, done):
+    """The pre-trained states as inputs: plain while a run is pending; once done, ancient() where the state
+    exists (the same input set, so no rerun trigger) and left out where it does not (a finished record never
+    waits on, or triggers, a pre-training: committed records on a fresh clone, say)."""
+    if not done:
+        return sorted(paths)
+    return [ancient(p) for p in sorted(paths) if os.path.exists(p)]
+
+
 def _sweep_pretrained(wc):
-    """The pre-trained states as inputs, ancient() once the sweep is done (as its data)."""
     sw = _sweep(wc)
     done = os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
-    paths = sorted(_sweep_pretrained_paths(wc).values())
-    return [ancient(p) for p in paths] if done else paths
+    return _pretrained_inputs(_sweep_pretrained_paths(wc).values(), done=done)
 
 
 def _sweep_runtime_minutes(wc):
@@ -63,7 +70,7 @@ rule sweep:
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"],
                                     "sampling": config["sampling"], "delta": config["delta"]}),
         vmap_runs=config.get("sweep_vmap_runs", "auto"),
-        pretrained=lambda wc: _pt.pretrained_args(_sweep_pretrained_paths(wc)),
+        pretrained=lambda wc: _pt.pretrained_args(_sweep_pretrained_paths(wc)),  # read only for a pending run
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
@@ -103,8 +110,7 @@ def _run_pretrained_paths(wc):
 
 
 def _run_pretrained(wc):
-    paths = sorted(_run_pretrained_paths(wc).values())
-    return [ancient(p) for p in paths] if os.path.exists(f"{RESULTS}/{wc.run}.json") else paths
+    return _pretrained_inputs(_run_pretrained_paths(wc).values(), done=os.path.exists(f"{RESULTS}/{wc.run}.json"))
 
 
 rule train:
