@@ -39,6 +39,23 @@ RELATION_SHORT = {"add_or_remove": "add/remove", "label_substitution": "label su
 # ----------------------------------------------------------------------------- formatting
 
 
+def pretrained_starts(recs) -> str:
+    """Which pre-trained states the records started from (labeldp.pretrained_init): name, data, test accuracy and
+    the state's sha256 prefix, with how many records each; more than one per name means a cell may mix them."""
+    counts = Counter()
+    for r in recs:
+        init = (r.get("details") or {}).get("init_from")
+        if init:
+            data = init.get("dataset") or {}
+            acc = init.get("test_accuracy_pct")
+            counts[
+                f"{init.get('name')} ({data.get('name')}, {data.get('source')}, n_train={data.get('n_train')}, "
+                f"{init.get('config', {}).get('epochs')} epochs, test accuracy "
+                f"{'-' if acc is None else f'{acc:.1f}'}%, state {str(init.get('state_sha256'))[:12]})"
+            ] += 1
+    return "; ".join(f"{k}: {n} record{'s' if n != 1 else ''}" for k, n in sorted(counts.items()))
+
+
 #: At most this many code revisions are listed one by one in a table header; more are summarised.
 MAX_LISTED_REVISIONS = 6
 
@@ -237,6 +254,9 @@ def header_lines(res: TableResult) -> list[str]:
         lines.append(f"- {derived}")
     if options:
         lines.append(f"- method options of the runs: {'; '.join(options)}")
+    starts = pretrained_starts(recs)
+    if starts:
+        lines.append(f"- pre-trained starting points (details.init_from of the records): {starts}")
     units = sorted({(r.get("privacy") or {}).get("privacy_unit", "example") for r in recs})
     if "user" in units:
         methods = {r["method"] for r in recs if (r.get("privacy") or {}).get("privacy_unit") == "user"}
