@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+from labeldp.records import record_paths
+
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 SMOKE = REPO / "workflow/config/smoke.yaml"
@@ -180,14 +182,10 @@ def csv_rows(path: Path) -> list[dict]:
 
 
 def run_records(work: Path) -> list[Path]:
-    """The run records under ``results/smoke`` (not the SimCLR pre-training's files, the sweeps' markers or
-    the paper examples'), sorted."""
+    """The run records under ``results/smoke``, sorted: :func:`labeldp.records.record_paths` (not the
+    pre-trainings' files, the sweeps' markers, the halving selections or the paper examples')."""
     root = work / "results/smoke"
-    if not root.exists():
-        return []
-    return sorted(
-        r for r in root.rglob("*.json") if not {"ssl", ".sweeps", "examples"} & set(r.relative_to(work).parts)
-    )
+    return record_paths(root) if root.exists() else []
 
 
 @dataclasses.dataclass(frozen=True)
