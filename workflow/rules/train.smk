@@ -32,15 +32,6 @@ def _sweep_pretrained_paths(wc):
     return _pt.inputs_of_options(config, [r.spec.options for r in _sweep(wc).runs])
 
 
-def _pretrained_inputs(paths, *, done):
-    """The pre-trained states as inputs: plain while a run is pending; once done, ancient() where the state
-    exists (the same input set, so no rerun trigger) and left out where it does not (a finished record never
-    waits on, or triggers, a pre-training: committed records on a fresh clone, say)."""
-    if not done:
-        return sorted(paths)
-    return [ancient(p) for p in sorted(paths) if os.path.exists(p)]
-
-
 def _sweep_pretrained(wc):
     sw = _sweep(wc)
     done = os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
