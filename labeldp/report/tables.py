@@ -51,10 +51,10 @@ from labeldp.report.reference import load_reference, paper_value  # noqa: F401 (
 from labeldp.report.search_cost import search_epsilon
 
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
+from labeldp.report.provenance import revision_text  # noqa: F401
 from labeldp.report.render import (  # noqa: F401
     NOT_RUN,
     QUOTED,
-    revision_text,
     cell_text,
     delta_text,
     header_lines,

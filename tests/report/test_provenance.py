@@ -1,8 +1,8 @@
-"""Table headers (labeldp.report.render)."""
+"""Table headers' provenance lines (labeldp.report.provenance)."""
 
 from __future__ import annotations
 
-from labeldp.report.render import MAX_LISTED_REVISIONS, pretrained_starts, revisions_text
+from labeldp.report.provenance import MAX_LISTED_REVISIONS, pretrained_starts, revisions_text
 
 
 def test_a_few_revisions_are_listed_and_many_are_counted_with_the_most_used_named():
