@@ -25,7 +25,10 @@ already-finished runs are skipped, not redone) and never a stale marker.
 The config's ``sweep_grouping`` chooses what a sweep holds: ``cell`` (the default) is the above;
 ``method`` groups every run of one prepared data file and method, whatever its eps, variant, options and
 tables (the id's variant part is ``variants`` and its eps part ``epsmany`` where the runs differ in them;
-a target then also trains the other runs of its jobs). Where every cell is one run (the smoke profile:
+a target then also trains the other runs of its jobs); ``data`` groups every run of one prepared data file
+whatever its method (the id's method part is ``methods`` where they differ), so one process initialises the
+network and compiles the programs the methods share (evaluation, the weighted-SGD step of RR, RR-Debiased,
+ALIBI, LP-2ST and the non-private column) once. Where every cell is one run (the smoke profile:
 one grid point, one seed) a job per cell spent most of its time starting a process, importing JAX and
 dp_accounting and loading the data (about 5 s of a 2-core CPU's time per job); the runs of a ``method``
 sweep that differ only in eps still call one compiled step, sigma being one of its traced inputs
@@ -113,7 +116,7 @@ def marker_dir(config: Mapping[str, Any]) -> str:
     return os.path.join(str(config["results_dir"]), ".sweeps")
 
 
-GROUPINGS = ("cell", "method")
+GROUPINGS = ("cell", "method", "data")
 """Values of the config's ``sweep_grouping`` (module docstring)."""
 
 
@@ -131,6 +134,8 @@ def grouping(config: Mapping[str, Any]) -> str:
 
 def _group_key(run: PlannedRun, *, by: str = "cell") -> tuple:
     s = run.spec
+    if by == "data":
+        return (run.prepared_path, s.dataset, s.profile)
     if by == "method":
         return (run.prepared_path, s.dataset, s.method, s.profile)
     return (
@@ -150,14 +155,15 @@ def _group_key(run: PlannedRun, *, by: str = "cell") -> tuple:
 
 def _sweep_prefix(runs: tuple[PlannedRun, ...]) -> str:
     """The record path's directories above the grid point (``<dataset>/<method>/<variant>/eps<e>``), with
-    ``variants`` and ``epsmany`` where the runs differ in them."""
+    ``methods``, ``variants`` and ``epsmany`` where the runs differ in them."""
     parts = [cell_path(r.spec).split("/") for r in runs]
     first = parts[0]
-    if any(p[:2] != first[:2] for p in parts):  # same dataset and method by construction
-        raise ValueError("a sweep's runs must share their dataset and method")
+    if any(p[0] != first[0] for p in parts):  # the same dataset by construction
+        raise ValueError("a sweep's runs must share their dataset")
+    method = first[1] if all(p[1] == first[1] for p in parts) else "methods"
     variant = first[2] if all(p[2] == first[2] for p in parts) else "variants"
     eps = first[3] if all(p[3] == first[3] for p in parts) else "epsmany"
-    return "/".join([*first[:2], variant, eps])
+    return "/".join([first[0], method, variant, eps])
 
 
 def sweep_of_runs(
@@ -172,9 +178,11 @@ def sweep_of_runs(
     key = _group_key(runs[0], by=by)
     if any(_group_key(r, by=by) != key for r in runs[1:]):
         raise ValueError(
-            "a sweep's runs must share everything but grid point and seed"
-            if by == "cell"
-            else "a sweep's runs must share their prepared data, dataset, method and profile"
+            {
+                "cell": "a sweep's runs must share everything but grid point and seed",
+                "method": "a sweep's runs must share their prepared data, dataset, method and profile",
+                "data": "a sweep's runs must share their prepared data, dataset and profile",
+            }[by]
         )
     return _grouped_sweep(runs, key=key, config=config, tables=tables)
 
@@ -239,8 +247,8 @@ def plan_sweeps(
         run_keys.setdefault(key, own)
     out: dict[str, Sweep] = {}
     for key, members in groups.items():
-        if by == "method":
-            # a method's runs come from many tables: order them and name their tables so the ids do not
+        if by in ("method", "data"):
+            # a method's (or data file's) runs come from many tables: order them and name their tables so the ids do not
             # depend on the order the config lists its tables in (Snakemake's merged config and a test's differ)
             members = sorted(members, key=lambda r: r.record_path)
             tables = None

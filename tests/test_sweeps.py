@@ -60,7 +60,7 @@ def test_a_targets_sweeps_hold_only_its_tables_runs():
     assert any(mixed[p] in {mixed[q] for q in t5} for p in extra)
 
 
-@pytest.mark.parametrize("grouping", ["cell", "method"])
+@pytest.mark.parametrize("grouping", ["cell", "method", "data"])
 def test_payload_round_trip(grouping):
     cfg = repo_config("smoke.yaml", sweep_grouping=grouping)
     for sw in sweeps.workflow_sweeps(cfg).values():
@@ -207,7 +207,7 @@ def test_a_method_sweep_trains_each_run_at_its_own_eps(tmp_path):
         sigmas.append(record["details"]["noise_multiplier"])
     assert sigmas[0] > sigmas[1]  # the smaller eps got the larger noise
     with pytest.raises(ValueError, match="sweep_grouping"):
-        sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "dataset"})
+        sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "dataset_and_table"})
     with pytest.raises(ValueError, match="share everything but grid point and seed"):
         sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "cell"})
 
@@ -288,3 +288,61 @@ def test_slurm_profile_gives_sweeps_a_gpu_and_the_rule_a_runtime_from_the_plan()
     assert "gpu" in prof["set-resources"]["sweep"]["slurm_extra"] and "runtime" not in prof["set-resources"]["sweep"]
     rule = (REPO / "workflow/rules/train.smk").read_text()
     assert "runtime=lambda wc: _sweep_runtime_minutes(wc)" in rule
+
+
+def test_data_grouping_puts_every_method_of_a_data_file_in_one_job():
+    """``sweep_grouping: data`` (the smoke profile): one job per prepared data file, every run once; the id
+    names ``methods`` where the runs' methods differ, and the ids do not depend on the tables' order."""
+    cfg = repo_config("smoke.yaml", sweep_grouping="data")
+    by_table = plan.runs_by_table(cfg)
+    per_data = sweeps.workflow_sweeps(cfg, by_table)
+    per_method = sweeps.workflow_sweeps({**cfg, "sweep_grouping": "method"}, by_table)
+    assert len(per_data) < len(per_method)
+    reordered = {**cfg, "tables": dict(reversed(list(cfg["tables"].items())))}
+    assert sorted(sweeps.workflow_sweeps(reordered)) == sorted(per_data)
+    members = sorted(r.record_path for s in per_data.values() for r in s.runs)
+    assert members == sorted(r.record_path for s in per_method.values() for r in s.runs)  # every run once
+    for s in per_data.values():
+        assert len({(r.prepared_path, r.spec.dataset) for r in s.runs}) == 1
+        assert len(s.runs) <= sweeps.max_runs(cfg)
+        assert (s.id.split("/")[1] == "methods") == (len({r.spec.method for r in s.runs}) > 1)
+    assert any(s.id.split("/")[1] == "methods" for s in per_data.values())
+
+
+def test_a_data_sweep_writes_each_methods_record_as_a_single_run_does(tmp_path):
+    """One process trains several methods on one data file (``sweep_grouping: data``): each record equals the
+    record of the same run trained alone, and the single runs go in the reverse order, so a state one method
+    left in the process (a cached program, a random stream) that changed another's numbers would fail this."""
+    from labeldp import runner
+    from labeldp.sweep_runner import run_sweep
+
+    data = _prepared(tmp_path / "mnist.npz")
+    planned = []
+    for method, extra in (("rr", {}), ("dpsgd", {"clip_norm": 1.0}), ("alibi", {}), ("nonprivate", {})):
+        spec = RunSpec(
+            dataset="mnist",
+            method=method,
+            variant="default",
+            epsilon=float("inf") if method == "nonprivate" else 1.0,
+            delta=0.0 if method == "nonprivate" else 1e-5,
+            seed=0,
+            hparams=dict(learning_rate=0.3, epochs=1, batch_size=64, **extra),
+            profile="smoke",
+        )
+        path = str(tmp_path / "results" / f"{plan.run_id(spec)}.json")
+        planned.append(plan.PlannedRun(spec=spec, record_path=path, prepared_path=str(data)))
+    cfg = {"results_dir": str(tmp_path / "results"), "sweep_grouping": "data"}
+    sw = sweeps.sweep_of_runs(planned, config=cfg)
+    assert sw.id.startswith("mnist/methods/default/epsmany/")
+    payload = json.loads(json.dumps(sw.to_dict()))
+    marker = tmp_path / "marker.json"
+    assert run_sweep(payload, data_path=str(data), marker=str(marker), log=lambda m: None) == 0
+    assert json.loads(marker.read_text())["records"] == [r.record_path for r in planned]
+    for spec, path in reversed(sweeps.Sweep.specs_from_dict(payload)):
+        single = tmp_path / "single" / Path(path).name
+        runner.main(["--spec", json.dumps(spec.to_dict()), "--data", str(data), "--out", str(single)])
+        a, b = json.loads(Path(path).read_text()), json.loads(single.read_text())
+        assert a["method"] == spec.method
+        assert _stable(a) == _stable(b)
+    with pytest.raises(ValueError, match="share their prepared data, dataset, method and profile"):
+        sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "method"})
