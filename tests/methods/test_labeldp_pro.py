@@ -300,3 +300,24 @@ def test_unknown_options_are_refused_not_ignored():
         )
         with pytest.raises(ValueError, match=f"denoiser {options['denoiser']} does not implement options"):
             make_denoiser_for(spec)
+
+
+@pytest.mark.parametrize("denoiser", ["self_span", "self_conv"])
+def test_denoisers_that_break_amplification_are_accounted_without_it_or_marked_not_private(denoiser):
+    """000 Section 3.4: SelfSpan and SelfConv project onto the sampled batch, so amplification by subsampling
+    does not hold. Without it (Table 3's valid columns) the plan is accounted at q = 1 (more noise, valid);
+    with it claimed (the reference-only columns) the run states why it is not private."""
+    from labeldp.methods.private_training import prepare_private_run
+
+    data = fake_mnist_images(n_train=256, n_test=32)
+    runs = {}
+    for amp in (False, True):
+        spec = _pro_spec({"denoiser": denoiser, "amplification": amp})
+        runs[amp] = prepare_private_run(data, spec, denoiser=make_denoiser_for(spec))
+    plain, claimed = runs[False], runs[True]
+    assert not plain.plan.amplification and not plain.reasons
+    assert plain.plan.privacy_outcome(mechanism="m").valid
+    assert claimed.plan.amplification and any("not private" in r for r in claimed.reasons)
+    outcome = claimed.plan.privacy_outcome(mechanism="m", reasons=claimed.reasons)
+    assert not outcome.valid and denoiser in outcome.invalid_reason
+    assert plain.plan.noise_multiplier > claimed.plan.noise_multiplier  # q = 1 needs more noise at the same eps

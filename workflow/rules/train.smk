@@ -46,6 +46,15 @@ def _sweep_runtime_minutes(wc):
     return int(2 * (secs + float(costs["seconds_per_job"]["gpu"])) / 60) + 10
 
 
+def _sweep_priority(wc):
+    """The cost model's CPU seconds for the sweep: Snakemake starts the longest ready jobs first (a
+    long sweep started last would finish alone on one core while the others idle)."""
+    from labeldp import plan_cost
+
+    costs = plan_cost.load_costs()
+    return int(sum(plan_cost.run_seconds(r, config=config, device="cpu", costs=costs) for r in _sweep(wc).runs))
+
+
 rule sweep:
     input:
         data=_sweep_data,
@@ -63,6 +72,7 @@ rule sweep:
         vmap_runs=config.get("sweep_vmap_runs", "auto"),
         pretrained=lambda wc: _pt.pretrained_args(_sweep_pretrained_paths(wc)),  # read only for a pending run
     threads: config.get("threads_per_job", 1)
+    priority: _sweep_priority
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
         # minutes a cluster job may run: the cost model's GPU estimate for the sweep's runs
