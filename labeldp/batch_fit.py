@@ -28,7 +28,7 @@ def sampled_batch_keys(method: str) -> tuple[str, ...]:
     batch size, which must not exceed the training units (``()`` if none or not implemented)."""
     if not registry.is_implemented(method):
         return ()
-    return tuple(getattr(registry.get_method(method), "SAMPLED_BATCH_KEYS", ()) or ())
+    return tuple(registry.declared(method, "SAMPLED_BATCH_KEYS", ()) or ())
 
 
 def training_units_bound(config: Mapping[str, Any], dataset: str) -> int | None:

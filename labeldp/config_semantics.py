@@ -28,9 +28,7 @@ __all__ = ["validate_semantics"]
 def _check_prior_budget(config: Mapping[str, Any], table: str, tcfg: Mapping[str, Any], col: Column) -> None:
     """003's prior-based randomizers spend eps1 on the prior: every eps of the table must exceed it
     (else eps2 = eps - eps1 <= 0), caught here before any job runs."""
-    if not registry.is_implemented(col.method) or not getattr(
-        registry.get_method(col.method), "USES_PRIVATE_PRIOR", False
-    ):
+    if not registry.is_implemented(col.method) or not registry.declared(col.method, "USES_PRIVATE_PRIOR", False):
         return
     from labeldp.regression.pipeline import (
         PRIOR_EPSILON,  # JAX-heavy: imported only for a prior-based column

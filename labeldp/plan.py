@@ -136,11 +136,10 @@ def method_axes(method: str, grid: Mapping[str, Any] | None = None, column: Colu
     """The grid axes a method is searched over: its ``HYPERPARAMETERS``, then those of its
     ``OPTIONAL_HYPERPARAMETERS`` that ``grid`` lists or ``column`` fixes (see
     :mod:`labeldp.methods.base`)."""
-    mod = registry.get_method(method)
     optional = run_identity.optional_hyperparameters(method)  # one name for tests to patch
     fixed = column.fixed_hparams if column is not None else {}
     extra = tuple(a for a in optional if a in (grid or {}) or a in fixed)
-    return tuple(mod.HYPERPARAMETERS) + extra
+    return tuple(registry.declared(method, "HYPERPARAMETERS")) + extra
 
 
 def grid_points(grid: Mapping[str, list], axes: tuple[str, ...], column: Column) -> list[dict[str, Any]]:
@@ -216,7 +215,7 @@ def calibration_relation(config: Mapping[str, Any], table: str, method: str) -> 
     """
     if not registry.is_implemented(method):
         return None
-    if not getattr(registry.get_method(method), "CALIBRATES_WITH_ACCOUNTANT", False):
+    if not registry.declared(method, "CALIBRATES_WITH_ACCOUNTANT", False):
         return None
     tcfg = config["tables"][table]
     return tcfg.get("calibration_relation") or config.get("calibration_relation") or "add_or_remove"
@@ -239,8 +238,7 @@ def cell_status(config: Mapping[str, Any], table: str, column: Column) -> tuple[
         return False, why
     if not registry.is_implemented(column.method):
         return False, f"method {column.method} not implemented yet"
-    mod = registry.get_method(column.method)
-    if dataset_kind(tcfg["dataset"]) not in mod.DATASET_KINDS:
+    if dataset_kind(tcfg["dataset"]) not in registry.declared(column.method, "DATASET_KINDS"):
         return False, f"method {column.method} does not support {tcfg['dataset']} yet"
     return True, ""
 

@@ -79,4 +79,4 @@ def optional_hyperparameters(method: str) -> Mapping[str, Any]:
     cached: the planner asks once per run."""
     if not registry.is_implemented(method):
         return {}
-    return getattr(registry.get_method(method), "OPTIONAL_HYPERPARAMETERS", {}) or {}
+    return registry.declared(method, "OPTIONAL_HYPERPARAMETERS", {}) or {}

@@ -31,10 +31,15 @@ def install_fake_methods(monkeypatch, names, axes=("learning_rate",)):
     from labeldp import run_identity
     from labeldp.methods import registry
 
-    real_is, real_get = registry.is_implemented, registry.get_method
+    real_is, real_get, real_declared = registry.is_implemented, registry.get_method, registry.declared
     fakes = {n: fake_method(n, axes) for n in names}
+
+    def declared(n, attr, *default):
+        return getattr(fakes[n], attr, *default) if n in fakes else real_declared(n, attr, *default)
+
     monkeypatch.setattr(registry, "is_implemented", lambda n: n in fakes or real_is(n))
     monkeypatch.setattr(registry, "get_method", lambda n: fakes[n] if n in fakes else real_get(n))
+    monkeypatch.setattr(registry, "declared", declared)
     fresh = functools.lru_cache(maxsize=None)(run_identity.optional_hyperparameters.__wrapped__)
     monkeypatch.setattr(run_identity, "optional_hyperparameters", fresh)  # the planner's axes and the run ids
     return fakes
