@@ -68,19 +68,27 @@ def test_payload_round_trip(grouping):
         assert [(s, p) for s, p in pairs] == [(r.spec, r.record_path) for r in sw.runs]
 
 
-def test_method_grouping_puts_a_methods_eps_and_variants_in_one_job():
-    """``sweep_grouping: method`` (the smoke profile): one job per prepared data file and method, fewer jobs,
-    every run once; the id says where eps and variants differ."""
-    cfg = repo_config("smoke.yaml", sweep_grouping="method")
+def _coarser_grouping(coarse: str, fine: str) -> dict:
+    """The smoke config's sweeps under ``coarse``, checked against ``fine``'s: fewer jobs, every run once, and
+    ids that do not depend on the order the config lists its tables in (Snakemake's merged config differs)."""
+    cfg = repo_config("smoke.yaml", sweep_grouping=coarse)
     by_table = plan.runs_by_table(cfg)
-    per_method = sweeps.workflow_sweeps(cfg, by_table)
-    per_cell = sweeps.workflow_sweeps({**cfg, "sweep_grouping": "cell"}, by_table)
-    assert len(per_method) < len(per_cell)
-    # the ids do not depend on the order the config lists its tables in (Snakemake's merged config differs)
+    coarse_sweeps = sweeps.workflow_sweeps(cfg, by_table)
+    fine_sweeps = sweeps.workflow_sweeps({**cfg, "sweep_grouping": fine}, by_table)
+    assert len(coarse_sweeps) < len(fine_sweeps)
     reordered = {**cfg, "tables": dict(reversed(list(cfg["tables"].items())))}
-    assert list(sorted(sweeps.workflow_sweeps(reordered))) == sorted(per_method)
-    members = sorted(r.record_path for s in per_method.values() for r in s.runs)
-    assert members == sorted(r.record_path for s in per_cell.values() for r in s.runs)  # every run once
+    assert sorted(sweeps.workflow_sweeps(reordered)) == sorted(coarse_sweeps)
+    members = sorted(r.record_path for s in coarse_sweeps.values() for r in s.runs)
+    assert members == sorted(r.record_path for s in fine_sweeps.values() for r in s.runs)  # every run once
+    for s in coarse_sweeps.values():
+        assert len(s.runs) <= sweeps.max_runs(cfg)
+    return coarse_sweeps
+
+
+def test_method_grouping_puts_a_methods_eps_and_variants_in_one_job():
+    """``sweep_grouping: method``: one job per prepared data file and method; the id says where eps and
+    variants differ."""
+    per_method = _coarser_grouping("method", "cell")
     mixed = [s for s in per_method.values() if len({r.spec.epsilon for r in s.runs}) > 1]
     assert mixed and all("/epsmany/" in s.id for s in mixed)
     for s in per_method.values():
@@ -291,20 +299,11 @@ def test_slurm_profile_gives_sweeps_a_gpu_and_the_rule_a_runtime_from_the_plan()
 
 
 def test_data_grouping_puts_every_method_of_a_data_file_in_one_job():
-    """``sweep_grouping: data`` (the smoke profile): one job per prepared data file, every run once; the id
-    names ``methods`` where the runs' methods differ, and the ids do not depend on the tables' order."""
-    cfg = repo_config("smoke.yaml", sweep_grouping="data")
-    by_table = plan.runs_by_table(cfg)
-    per_data = sweeps.workflow_sweeps(cfg, by_table)
-    per_method = sweeps.workflow_sweeps({**cfg, "sweep_grouping": "method"}, by_table)
-    assert len(per_data) < len(per_method)
-    reordered = {**cfg, "tables": dict(reversed(list(cfg["tables"].items())))}
-    assert sorted(sweeps.workflow_sweeps(reordered)) == sorted(per_data)
-    members = sorted(r.record_path for s in per_data.values() for r in s.runs)
-    assert members == sorted(r.record_path for s in per_method.values() for r in s.runs)  # every run once
+    """``sweep_grouping: data`` (the smoke profile): one job per prepared data file; the id names ``methods``
+    where the runs' methods differ."""
+    per_data = _coarser_grouping("data", "method")
     for s in per_data.values():
         assert len({(r.prepared_path, r.spec.dataset) for r in s.runs}) == 1
-        assert len(s.runs) <= sweeps.max_runs(cfg)
         assert (s.id.split("/")[1] == "methods") == (len({r.spec.method for r in s.runs}) > 1)
     assert any(s.id.split("/")[1] == "methods" for s in per_data.values())
 
