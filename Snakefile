@@ -86,6 +86,11 @@ rule all:
         lambda wc: sweep_markers(TABLES + FIGURES),
 
 
+# Jobs that make a sweep's inputs (fetch, prepare, SimCLR, pre-training) run before any ready sweep: a
+# sweep's priority is its estimated CPU seconds (train.smk), and Snakemake does not pass priorities upstream,
+# so without this the inputs of the longest sweep could wait behind short sweeps.
+UPSTREAM_PRIORITY = 1_000_000_000
+
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/ssl.smk"

@@ -70,11 +70,13 @@ def vmap_groups(pending: list, data, *, max_runs: int) -> list[list]:
     of one method ``vmap_key`` (at most ``max_runs`` each); every other run alone."""
     groups: dict = {}
     for spec, path in pending:
-        method = registry.get_method(spec.method)
-        try:
-            key = method.vmap_key(data, spec) if max_runs > 1 and hasattr(method, "vmap_key") else None
-        except ValueError:  # a bad option: the run alone then fails, naming it
-            key = None
+        key = None
+        if max_runs > 1:
+            try:
+                method = registry.get_method(spec.method)
+                key = method.vmap_key(data, spec) if hasattr(method, "vmap_key") else None
+            except (ValueError, ImportError):  # a bad option or a missing package: the run alone then fails, naming it
+                key = None
         groups.setdefault((spec.method, key) if key is not None else ("", path), []).append((spec, path))
     return [g[i : i + max_runs] for g in groups.values() for i in range(0, len(g), max_runs)]
 

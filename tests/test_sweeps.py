@@ -43,7 +43,7 @@ def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
 def test_a_targets_sweeps_hold_only_its_tables_runs():
     """Two tables share a cell (dataset, method, variant, eps) on different grids: the workflow's sweeps keep the
     runs only one table needs apart from the shared ones, so building one table never trains the other's
-    (``sweep_grouping: cell``, the default; the smoke profile's ``method`` grouping trades this for fewer jobs)."""
+    (``sweep_grouping: cell``, the default; the ``method`` and ``data`` groupings (the smoke profile's) trade this for fewer jobs)."""
     cfg = repo_config("smoke.yaml", sweep_grouping="cell")
     cfg["grids"]["smoke"]["wide"] = {**cfg["grids"]["smoke"]["table5a"], "learning_rate": [0.5, 0.1]}
     cfg["tables"]["wide_t5"] = {**cfg["tables"]["table5_mnist"], "grid": "wide", "epsilons": [0.1]}
@@ -345,3 +345,42 @@ def test_a_data_sweep_writes_each_methods_record_as_a_single_run_does(tmp_path):
         assert _stable(a) == _stable(b)
     with pytest.raises(ValueError, match="share their prepared data, dataset, method and profile"):
         sweeps.sweep_of_runs(planned, config={**cfg, "sweep_grouping": "method"})
+
+
+@pytest.mark.parametrize("vmap_runs", [1, 4])
+def test_a_method_that_cannot_import_fails_only_its_own_runs(tmp_path, monkeypatch, vmap_runs):
+    """``sweep_grouping: data`` puts every method of a data file in one job: a method whose module fails to
+    import (a package missing) fails its runs, named in the log; the other methods' runs get their records."""
+    from labeldp.sweep_runner import run_sweep
+
+    pkg = tmp_path / f"mylab_broken_{vmap_runs}"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "broken.py").write_text(
+        "import no_such_package_for_this_test\nNAME = 'broken'\nHYPERPARAMETERS = ('learning_rate', 'epochs', "
+        "'batch_size')\nDATASET_KINDS = ('image',)\ndef run(data, spec):\n    raise NotImplementedError\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("LABELDP_METHOD_PACKAGES", pkg.name)
+    data = _prepared(tmp_path / "mnist.npz")
+    planned = []
+    for method in ("broken", "rr"):
+        spec = RunSpec(
+            dataset="mnist",
+            method=method,
+            variant="default",
+            epsilon=1.0,
+            delta=0.0,
+            seed=0,
+            hparams=dict(learning_rate=0.3, epochs=1, batch_size=64),
+            profile="smoke",
+        )
+        path = str(tmp_path / "results" / f"{plan.run_id(spec)}.json")
+        planned.append(plan.PlannedRun(spec=spec, record_path=path, prepared_path=str(data)))
+    sw = sweeps.sweep_of_runs(planned, config={"results_dir": str(tmp_path / "results"), "sweep_grouping": "data"})
+    marker, logged = tmp_path / "marker.json", []
+    payload = json.loads(json.dumps(sw.to_dict()))
+    assert run_sweep(payload, data_path=str(data), marker=str(marker), log=logged.append, vmap_runs=vmap_runs) == 1
+    assert not marker.exists() and not os.path.exists(planned[0].record_path)
+    assert os.path.exists(planned[1].record_path)
+    assert any("FAILED" in m and "no_such_package_for_this_test" in m for m in logged)

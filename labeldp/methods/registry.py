@@ -14,11 +14,13 @@ a method (one module per method, as here).
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import importlib
 import importlib.util
 import os
 import pkgutil
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -86,24 +88,39 @@ def get_method(name: str) -> ModuleType:
 
 
 _ABSENT = object()
+#: Calls that can bind module names the source does not spell out: a module using one is imported.
+_DYNAMIC_CALLS = frozenset({"globals", "vars", "setattr", "delattr", "exec", "eval", "__import__"})
+#: Methods that change a list, dict or set in place: a constant they are called on is not its literal.
+_MUTATORS = frozenset(
+    {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "remove", "add", "discard"}
+    | {"sort", "reverse", "__setitem__", "__delitem__", "__iadd__", "__ior__"}
+)
 
 
 def declared(name: str, attr: str, default: Any = _ABSENT) -> Any:
     """Method ``name``'s module constant ``attr`` (``default`` when the module does not define it),
-    read from the module's source where it is a literal, so planning and the table jobs check a
+    read from the module's source where that is certain, so planning and the table jobs check a
     cell without importing the method's code (JAX, Flax, torch: about 2 s of a 2-core CPU per
-    table job). Anything else (a value computed or imported, a star import, a module that is not a
-    ``.py`` file) imports the module: the answer is always :func:`get_method`'s attribute.
+    table job). Certain means: ``attr`` is bound exactly once, by a top-level assignment of a
+    literal, and nowhere else (no other assignment, import, ``del``, ``global``, parameter or
+    in-place change of it), and the module binds no names dynamically (star import, module
+    ``__getattr__``, ``globals()``, ``setattr``, ``exec``, ``sys.modules``); or ``attr`` appears
+    nowhere in such a module (the default). Anything else imports the module: the answer is
+    :func:`get_method`'s attribute. Unlike :func:`get_method` this does not import the module, so a
+    method whose imports fail is found out by its job, not by the planner.
 
     Raises:
       KeyError: no module implements ``name``; AttributeError: ``attr`` is missing and no default given.
     """
     origin = _origin(name)
-    constants = _literal_constants(origin) if origin else None
-    if constants is not None and constants.get("NAME", (None,))[0] == name:
-        if attr in constants:
-            return constants[attr][0]
-        if attr not in constants.get("", ()) and default is not _ABSENT:  # bound nowhere at top level
+    constants = None
+    if origin:
+        st = os.stat(origin)
+        constants = _literal_constants(origin, st.st_mtime_ns, st.st_size)
+    if constants is not None and constants["literals"].get("NAME", (None,))[0] == name:
+        if attr in constants["literals"]:
+            return copy.deepcopy(constants["literals"][attr][0])
+        if attr not in constants["seen"] and default is not _ABSENT:
             return default
     mod = get_method(name)
     return getattr(mod, attr) if default is _ABSENT else getattr(mod, attr, default)
@@ -121,41 +138,62 @@ def _origin(name: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=None)
-def _literal_constants(path: str) -> dict[str, Any] | None:
-    """``{name: (value,)}`` of the module's top-level assignments of a literal, plus ``""``: every other
-    name bound at top level; None when a star import makes the bound names unknowable."""
-    tree = ast.parse(open(path, encoding="utf-8").read(), filename=path)
-    literals: dict[str, Any] = {}
-    bound: set[str] = set()
+def _literal_constants(path: str, mtime_ns: int, size: int) -> dict[str, Any] | None:
+    """``{"literals": {name: (value,)}, "seen": every identifier}`` of the module at ``path`` (the file's
+    mtime and size key the cache), with only the names :func:`declared` may read; None when the module
+    can bind names dynamically."""
+    tree = ast.parse(Path(path).read_bytes(), filename=path)
+    assigned: dict[str, list] = {}  # top-level `NAME = <literal>`: name -> [(target node id, value)]
     for node in tree.body:
-        targets, value = [], None
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, ast.AnnAssign):
+        targets, value = (node.targets, node.value) if isinstance(node, ast.Assign) else ([], None)
+        if isinstance(node, ast.AnnAssign) and node.value is not None:
             targets, value = [node.target], node.value
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any(a.name == "*" for a in node.names):
+        if len(targets) == 1 and isinstance(targets[0], ast.Name):
+            try:
+                assigned.setdefault(targets[0].id, []).append((id(targets[0]), ast.literal_eval(value)))
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                pass
+    literal_targets = {target for pairs in assigned.values() for target, _ in pairs}
+    seen: set[str] = set()
+    touched: set[str] = set()  # bound, deleted or changed other than by one literal assignment
+    for node in ast.walk(tree):
+        if isinstance(node, ast.alias):
+            if node.name == "*":
                 return None
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-            continue
+            bound = (node.asname or node.name).split(".")[0]
+            seen.add(bound)
+            touched.add(bound)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-            continue
-        else:  # if / try / for / with at top level may bind anything
-            bound.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
-            continue
-        for t in targets:
-            if isinstance(t, ast.Name) and value is not None:
-                try:
-                    literals[t.id] = (ast.literal_eval(value),)
-                except (ValueError, TypeError, SyntaxError, RecursionError):
-                    bound.add(t.id)
-            else:
-                bound.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
-    for name in bound:
-        literals.pop(name, None)  # bound twice: not a constant we can read
-    literals[""] = frozenset(bound)
-    return literals
+            if node.name == "__getattr__" and node in tree.body:
+                return None
+            seen.add(node.name)
+            touched.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            touched.update(node.names)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC_CALLS:
+            return None
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id == "sys" and node.attr == "modules":
+                return None
+            if node.attr in _MUTATORS:
+                touched.add(node.value.id)
+        elif isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load):
+            if isinstance(node.value, ast.Name):
+                touched.add(node.value.id)  # X[k] = v / del X[k]
+        elif isinstance(node, ast.Name):
+            seen.add(node.id)
+            if not isinstance(node.ctx, ast.Load) and id(node) not in literal_targets:
+                touched.add(node.id)
+        elif isinstance(node, ast.arg):
+            touched.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            touched.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            touched.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            touched.add(node.rest)
+    literals = {k: (pairs[0][1],) for k, pairs in assigned.items() if len(pairs) == 1 and k not in touched}
+    return {"literals": literals, "seen": frozenset(seen)}
 
 
 def implemented_methods() -> list[str]:

@@ -28,6 +28,7 @@ rule fetch:
     params:
         sha=lambda wc: (config["datasets"].get(wc.dataset) or {}).get("pinned_sha256") or "",
         raw_root=_plan.raw_root(DATA, "official"),
+    priority: UPSTREAM_PRIORITY
     conda:
         "../../envs/labeldp.yaml"
     shell:
@@ -43,6 +44,7 @@ rule make_standin:
         f"{LOGS}/fetch/{{dataset}}-standin.log",
     params:
         standin_root=_plan.raw_root(DATA, "standin"),
+    priority: UPSTREAM_PRIORITY
     conda:
         "../../envs/labeldp.yaml"
     shell:

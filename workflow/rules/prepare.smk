@@ -18,6 +18,7 @@ rule prepare:
     params:
         subset=lambda wc: "" if wc.size == "full" else f"--subset {wc.size[1:]}",
         raw_dir=lambda wc: _plan.raw_dir(DATA, wc.dataset, wc.source),
+    priority: UPSTREAM_PRIORITY
     conda:
         "../../envs/labeldp.yaml"
     shell:

@@ -53,6 +53,7 @@ rule pretrain_supervised:
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,
+    priority: UPSTREAM_PRIORITY
     conda:
         "../../envs/labeldp.yaml"
     shell:

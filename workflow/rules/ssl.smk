@@ -29,6 +29,7 @@ rule pretrain_simclr:
         gpu_slots=1,
     # Checkpoints (orbax, every ssl.checkpoint_every epochs) live in <out_dir>/checkpoints, which is
     # not an output: a killed job keeps them and the next run resumes from the last one.
+    priority: UPSTREAM_PRIORITY
     conda:
         "../../envs/labeldp.yaml"
     shell:
@@ -55,6 +56,7 @@ rule features:
     threads: config.get("threads_per_job", 1)
     resources:
         gpu_slots=1,
+    priority: UPSTREAM_PRIORITY
     conda:
         "../../envs/labeldp.yaml"
     shell:

@@ -47,12 +47,13 @@ def _sweep_runtime_minutes(wc):
 
 
 def _sweep_priority(wc):
-    """The cost model's CPU seconds for the sweep: Snakemake starts the longest ready jobs first (a
-    long sweep started last would finish alone on one core while the others idle)."""
+    """The cost model's CPU seconds for the sweep's runs without a record: Snakemake starts the longest
+    ready jobs first (a long sweep started last would finish alone on one core while the others idle)."""
     from labeldp import plan_cost
 
     costs = plan_cost.load_costs()
-    return int(sum(plan_cost.run_seconds(r, config=config, device="cpu", costs=costs) for r in _sweep(wc).runs))
+    pending = [r for r in _sweep(wc).runs if not os.path.exists(r.record_path)]
+    return int(sum(plan_cost.run_seconds(r, config=config, device="cpu", costs=costs) for r in pending))
 
 
 rule sweep:
