@@ -83,6 +83,13 @@ def run_seconds(run, *, config: Mapping[str, Any], device: str, costs: Mapping[s
     return steps * step_seconds(spec, device=device, costs=costs) + float(fixed)
 
 
+def runs_seconds(runs, *, config: Mapping[str, Any], device: str, costs: Mapping[str, Any] | None = None) -> float:
+    """Estimated seconds of ``runs`` (planned runs) on ``device``, without the per-job cost: a sweep job's
+    Slurm runtime and its Snakemake priority (workflow/rules/train.smk), and :func:`estimate`."""
+    costs = costs or load_costs()
+    return sum(run_seconds(r, config=config, device=device, costs=costs) for r in runs)
+
+
 def estimate(
     config: Mapping[str, Any],
     targets: Sequence[str],
@@ -128,7 +135,7 @@ def estimate(
         "hours": {},
     }
     for device in ("cpu", "gpu"):
-        secs = sum(run_seconds(r, config=config, device=device, costs=costs) for r in pending)
+        secs = runs_seconds(pending, config=config, device=device, costs=costs)
         secs += len(jobs) * float(costs["seconds_per_job"][device])
         out["hours"][device] = secs / 3600.0
     return out

@@ -20,9 +20,10 @@ def _pretraining_spec(wc):
 
 
 def _pretrained_inputs(paths, *, done):
-    """The pre-trained states as inputs of a training or audit job (train.smk, audit.smk): plain while a run is pending; once done, ancient() where the state
-    exists (the same input set, so no rerun trigger) and left out where it does not (a finished record never
-    waits on, or triggers, a pre-training: committed records on a fresh clone, say)."""
+    """The pre-trained states as inputs of a training or audit job (train.smk, audit.smk): plain while a run
+    is pending; once done, ancient() where the state exists (the same input set, so no rerun trigger) and
+    left out where it does not (a finished record never waits on, or triggers, a pre-training: committed
+    records on a fresh clone, say)."""
     if not done:
         return sorted(paths)
     return [ancient(p) for p in sorted(paths) if os.path.exists(p)]

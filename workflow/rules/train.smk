@@ -41,9 +41,8 @@ def _sweep_pretrained(wc):
 def _sweep_runtime_minutes(wc):
     from labeldp import plan_cost
 
-    costs = plan_cost.load_costs()
-    secs = sum(plan_cost.run_seconds(r, config=config, device="gpu", costs=costs) for r in _sweep(wc).runs)
-    return int(2 * (secs + float(costs["seconds_per_job"]["gpu"])) / 60) + 10
+    secs = plan_cost.runs_seconds(_sweep(wc).runs, config=config, device="gpu")
+    return int(2 * (secs + float(plan_cost.load_costs()["seconds_per_job"]["gpu"])) / 60) + 10
 
 
 def _sweep_priority(wc):
@@ -51,9 +50,8 @@ def _sweep_priority(wc):
     ready jobs first (a long sweep started last would finish alone on one core while the others idle)."""
     from labeldp import plan_cost
 
-    costs = plan_cost.load_costs()
     pending = [r for r in _sweep(wc).runs if not os.path.exists(r.record_path)]
-    return int(sum(plan_cost.run_seconds(r, config=config, device="cpu", costs=costs) for r in pending))
+    return int(plan_cost.runs_seconds(pending, config=config, device="cpu"))
 
 
 rule sweep:
