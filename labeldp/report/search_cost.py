@@ -23,9 +23,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-import dp_accounting
-
-from labeldp.accounting import event_epsilon, event_from_description
 from labeldp.plan import format_eps
 
 __all__ = ["search_epsilon", "search_cost_lines", "SEARCH_ACCOUNTANT"]
@@ -49,6 +46,12 @@ def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relati
     """
     if len(records) == 1:  # one run: its own recorded eps under the relation
         return ((records[0].get("privacy") or {}).get("epsilon_by_relation") or {}).get(relation)
+    # Imported here, where runs are composed: dp_accounting (with scipy.signal and scipy.stats) takes
+    # 0.7 s of a table job, and a table whose cells hold one run each (every smoke table) never composes.
+    import dp_accounting
+
+    from labeldp.accounting import event_epsilon, event_from_description
+
     events = []
     for r in records:
         desc = ((r.get("privacy") or {}).get("accounting") or {}).get("event")

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import dp_accounting
 import pytest
 
 from labeldp import accounting
 from labeldp.report.search_cost import search_epsilon
+
+from tests.helpers import REPO
 
 
 def _record(eps: float, steps: int = 50, q: float = 0.02) -> dict:
@@ -42,3 +48,23 @@ def test_label_substitution_is_accounted_too_and_costs_more():
 def test_a_run_without_a_recorded_event_gives_no_search_cost():
     runs = [_record(0.5), {"privacy": {"epsilon": 1.0, "mechanism": "randomized_response"}}]
     assert search_epsilon(runs, delta=1e-5, relation="add_or_remove") is None
+
+
+def test_table_jobs_import_dp_accounting_only_to_compose_a_search(tmp_path):
+    """A table or figure job (labeldp.report.build) whose cells hold one run each reads their recorded
+    eps and never imports dp_accounting (0.7 s of each of the smoke's 54 table and figure jobs); a
+    cell of several runs still composes their events with it."""
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps([_record(0.5), _record(1.0)]))
+    code = (
+        "import json, sys\n"
+        "import labeldp.report.build\n"
+        "from labeldp.report.search_cost import search_epsilon\n"
+        f"runs = json.load(open({str(path)!r}))\n"
+        "one = search_epsilon(runs[:1], delta=1e-5, relation='add_or_remove')\n"
+        "assert 'dp_accounting' not in sys.modules, 'a one-run cell imported dp_accounting'\n"
+        "both = search_epsilon(runs, delta=1e-5, relation='add_or_remove')\n"
+        "assert 'dp_accounting' in sys.modules and both > 1.0 > one, (one, both)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
