@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 
@@ -37,6 +37,7 @@ from labeldp.atomic_io import write_text_atomic
 from labeldp.data.prepare import load_prepared
 from labeldp.data.views import held_dataset
 from labeldp.methods import registry
+from labeldp.methods.base import RunSpec
 from labeldp.pretrained_init import attach
 from labeldp.pretraining import parse_pretrained_args
 from labeldp.runner import build_record, run_and_record
@@ -117,6 +118,7 @@ def run_sweep(
     log=print,
     vmap_runs: int = 1,
     pretrained: Mapping[str, str] | None = None,
+    train_one: Callable[[RunSpec, object], dict] | None = None,
 ) -> int:
     """Trains the sweep's pending runs, then writes the marker; returns the exit status.
 
@@ -130,10 +132,15 @@ def run_sweep(
         (1: one run at a time).
       pretrained: ``{name: state path}`` of the pre-trainings the runs' ``init_from`` names
         (:mod:`labeldp.pretraining`), loaded once with the data.
+      train_one: ``(spec, data) -> record`` of one run; default :func:`labeldp.runner.run_and_record`
+        with ``workflow_config``. The label-canary audit passes its own (:mod:`labeldp.audit.sweep`);
+        its runs train one at a time (``vmap_runs`` must be 1).
 
     Returns:
       0 when every run has its record (the marker is written), 1 when some run failed.
     """
+    if train_one is not None and vmap_runs != 1:
+        raise ValueError("a sweep with its own train_one trains its runs one at a time: vmap_runs must be 1")
     pending, done = pending_runs(payload)
     log(f"sweep {payload['id']}: {len(payload['runs'])} runs, {len(done)} with a record, {len(pending)} to train")
     failed = []
@@ -156,7 +163,12 @@ def run_sweep(
             for spec, path in group:
                 i, position = position, position + 1
                 try:
-                    record = trained[path] if trained else run_and_record(spec, data, config=workflow_config or {})
+                    if trained:
+                        record = trained[path]
+                    elif train_one is not None:
+                        record = train_one(spec, data)
+                    else:
+                        record = run_and_record(spec, data, config=workflow_config or {})
                 except Exception:  # noqa: BLE001 -- reported, the other runs go on; the job then fails
                     failed.append(path)
                     log(f"[{i + 1}/{len(pending)}] FAILED {path}\n{traceback.format_exc()}")

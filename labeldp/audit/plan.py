@@ -5,19 +5,27 @@ runs take (``audit.table``; its grid must have one point per column, e.g. ``grid
 columns and epsilons to audit, the seeds, the training subset and the number of canaries.
 Each audited run is the table's run of that cell, trained on the first ``train_subset``
 training examples of which ``num_canaries`` are label canaries (:mod:`labeldp.audit.runner`).
+The runs of one prepared data file are one job (:func:`audit_sweeps`, :mod:`labeldp.audit.sweep`):
+one process loads the data, imports the methods and compiles their shared programs once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from labeldp import plan
 from labeldp.methods.base import RunSpec
-from labeldp.plan import ConfigError
+from labeldp.plan import ConfigError, PlannedRun
+from labeldp.sweeps import Sweep, max_runs
 
-__all__ = ["AuditRun", "audit_runs", "audit_dir"]
+__all__ = ["AuditRun", "audit_runs", "audit_dir", "audit_sweeps", "AUDIT_SETTINGS"]
+
+#: The ``audit`` keys every audited run of a job is trained with (the job's command-line arguments).
+AUDIT_SETTINGS = ("train_subset", "num_canaries", "confidence")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,4 +91,39 @@ def audit_runs(config: Mapping[str, Any]) -> list[AuditRun]:
                         prepared_path=plan.prepared_path(config, spec.dataset),
                     )
                 )
+    return out
+
+
+def audit_sweeps(config: Mapping[str, Any]) -> dict[str, Sweep]:
+    """The audit's jobs: its runs grouped by prepared data file, at most ``sweep_max_runs`` runs each.
+
+    Each job (the ``audit_sweep`` rule; :mod:`labeldp.audit.sweep`) trains its runs without a record
+    in one process and then writes its marker, ``<results_dir>/audit/.sweeps/<id>.json``; the id is
+    ``<dataset>/audit-<hash>``, the hash covering the data file, the runs' records and
+    :data:`AUDIT_SETTINGS`, so a changed audit gives new jobs (finished records are never redone).
+
+    Returns:
+      ``{marker path: Sweep}``, empty when the config has no audit block.
+    """
+    runs = audit_runs(config)
+    if not runs:
+        return {}
+    settings = [config["audit"][k] for k in AUDIT_SETTINGS]
+    by_data: dict[str, list[AuditRun]] = {}
+    for r in runs:
+        by_data.setdefault(r.prepared_path, []).append(r)
+    cap = max_runs(config)
+    out: dict[str, Sweep] = {}
+    for data_path, members in by_data.items():
+        members = sorted(members, key=lambda r: r.record_path)
+        for start in range(0, len(members), cap):
+            chunk = tuple(
+                PlannedRun(spec=r.spec, record_path=r.record_path, prepared_path=r.prepared_path)
+                for r in members[start : start + cap]
+            )
+            ident = [data_path, [r.record_path for r in chunk], settings]
+            digest = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]
+            sid = f"{chunk[0].spec.dataset}/audit-{digest}"
+            marker = str(audit_dir(config, "results") / ".sweeps" / f"{sid}.json")
+            out[marker] = Sweep(id=sid, runs=chunk, prepared_path=data_path, marker_path=marker)
     return out

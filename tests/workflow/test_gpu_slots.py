@@ -38,8 +38,8 @@ def test_gpu_profile_bounds_jobs_per_gpu_with_gpu_slots():
     profile = yaml.safe_load((REPO / "workflow/profiles/gpu/config.yaml").read_text())
     assert any(r.startswith("gpu_slots=") for r in profile["resources"])
     rules = (REPO / "workflow/rules/train.smk").read_text() + (REPO / "workflow/rules/audit.smk").read_text()
-    # the training rules (sweep, and train for one record) and the audit's run rule
-    assert rules.count("gpu_slots=1") == 3 and rules.count("{JOB_ENV}") == 3
+    # the training rules (sweep, and train for one record) and the audit's (audit_sweep, audit_run)
+    assert rules.count("gpu_slots=1") == 4 and rules.count("{JOB_ENV}") == 4
 
 
 def _dry_run(tmp_path, *extra):

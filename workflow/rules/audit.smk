@@ -1,6 +1,8 @@
 # Label-canary privacy audit (labeldp/audit): one training run per audited (column, eps, seed)
 # with label canaries, then the table of claimed eps next to audited lower bounds, then the check
-# that fails loudly when a lower bound exceeds the label-DP eps.
+# that fails loudly when a lower bound exceeds the label-DP eps. `audit_sweep`: one job per prepared
+# data file trains its audited runs in one process (labeldp/audit/sweep.py) and writes a marker when
+# every run has its record (as train.smk's sweeps); `audit_run`: one record on its own.
 #   snakemake --cores 2 --configfile workflow/config/audit.yaml audit
 import json as _json
 
@@ -8,6 +10,7 @@ from labeldp import pretraining as _pt
 from labeldp.audit import plan as _audit_plan
 
 AUDIT_RUNS = {r.record_path: r for r in _audit_plan.audit_runs(config)} if config.get("audit") else {}
+AUDIT_SWEEPS = _audit_plan.audit_sweeps(config) if config.get("audit") else {}
 AUDIT_RESULTS = str(_audit_plan.audit_dir(config, "results"))
 AUDIT_REPORTS = str(_audit_plan.audit_dir(config, "reports"))
 
@@ -17,6 +20,59 @@ def _audit_run(wc):
     if path not in AUDIT_RUNS:
         raise WorkflowError(f"{path} is not a planned audit run of this config (see labeldp/audit/plan.py)")
     return AUDIT_RUNS[path]
+
+
+def _audit_sweep(wc):
+    path = f"{AUDIT_RESULTS}/.sweeps/{wc.sweep}.json"
+    if path not in AUDIT_SWEEPS:
+        raise WorkflowError(f"{path} is not a planned audit job of this config (see labeldp/audit/plan.py)")
+    return AUDIT_SWEEPS[path]
+
+
+def _audit_sweep_done(wc):
+    sw = _audit_sweep(wc)
+    return os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
+
+
+def _audit_sweep_priority(wc):
+    """The cost model's CPU seconds for the job's runs without a record, as train.smk's _sweep_priority."""
+    from labeldp import plan_cost
+
+    pending = [r for r in _audit_sweep(wc).runs if not os.path.exists(r.record_path)]
+    return int(plan_cost.runs_seconds(pending, config=config, device="cpu"))
+
+
+def _audit_sweep_pretrained_paths(wc):
+    return _pt.inputs_of_options(config, [r.spec.options for r in _audit_sweep(wc).runs])
+
+
+rule audit_sweep:
+    input:
+        # ancient() once done, as train.smk's _sweep_data (finished records are never redone)
+        data=lambda wc: ancient(_audit_sweep(wc).prepared_path) if _audit_sweep_done(wc) else _audit_sweep(wc).prepared_path,
+        pretrained=lambda wc: _pretrained_inputs(_audit_sweep_pretrained_paths(wc).values(), done=_audit_sweep_done(wc)),
+    output:
+        f"{AUDIT_RESULTS}/.sweeps/{{sweep}}.json",
+    wildcard_constraints:
+        sweep="[^/]+/audit-[0-9a-f]+",
+    log:
+        f"{LOGS}/audit/sweeps/{{sweep}}.log",
+    params:
+        sweep=lambda wc: _json.dumps(_audit_sweep(wc).to_dict()),
+        acfg=lambda wc: config["audit"],
+        wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"], "audit": config["audit"]}),
+        pretrained=lambda wc: _pt.pretrained_args(_audit_sweep_pretrained_paths(wc)),
+    threads: config.get("threads_per_job", 1)
+    priority: _audit_sweep_priority
+    resources:
+        gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "{JOB_ENV}PYTHONPATH={workflow.basedir:q} python -m labeldp.audit.sweep --sweep {params.sweep:q} "
+        "--data {input.data} --marker {output} --train-subset {params.acfg[train_subset]} "
+        "--num-canaries {params.acfg[num_canaries]} --confidence {params.acfg[confidence]} "
+        "--workflow-config {params.wf:q} {params.pretrained} > {log} 2>&1"
 
 
 rule audit_run:
@@ -51,7 +107,7 @@ rule audit_run:
 
 rule audit_table:
     input:
-        [] if config.get("aggregate_existing_only") else list(AUDIT_RUNS),
+        [] if config.get("aggregate_existing_only") else list(AUDIT_SWEEPS),
     output:
         md=report(f"{AUDIT_REPORTS}/audit.md", caption="../report/audit.rst", category="Audit",
                   labels={"table": "audit", "format": "markdown"}),
