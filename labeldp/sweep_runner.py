@@ -141,6 +141,12 @@ def run_sweep(
     """
     if train_one is not None and vmap_runs != 1:
         raise ValueError("a sweep with its own train_one trains its runs one at a time: vmap_runs must be 1")
+    if train_one is None:
+
+        def train(spec: RunSpec, data) -> dict:
+            return run_and_record(spec, data, config=workflow_config or {})
+    else:
+        train = train_one
     pending, done = pending_runs(payload)
     log(f"sweep {payload['id']}: {len(payload['runs'])} runs, {len(done)} with a record, {len(pending)} to train")
     failed = []
@@ -163,12 +169,7 @@ def run_sweep(
             for spec, path in group:
                 i, position = position, position + 1
                 try:
-                    if trained:
-                        record = trained[path]
-                    elif train_one is not None:
-                        record = train_one(spec, data)
-                    else:
-                        record = run_and_record(spec, data, config=workflow_config or {})
+                    record = trained[path] if trained else train(spec, data)
                 except Exception:  # noqa: BLE001 -- reported, the other runs go on; the job then fails
                     failed.append(path)
                     log(f"[{i + 1}/{len(pending)}] FAILED {path}\n{traceback.format_exc()}")
