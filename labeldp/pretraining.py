@@ -48,6 +48,7 @@ __all__ = [
     "check_init_options",
     "variant_model",
     "labels_of",
+    "add_pretrained_argument",
     "parse_pretrained_args",
     "pretrained_args",
 ]
@@ -202,6 +203,18 @@ def labels_of(dataset: str) -> str:
 def pretrained_args(paths: Mapping[str, str]) -> str:
     """The runners' ``--pretrained NAME=PATH`` arguments for ``{name: state path}`` (shell-quoted)."""
     return " ".join(f"--pretrained {shlex.quote(f'{n}={p}')}" for n, p in sorted(paths.items()))
+
+
+def add_pretrained_argument(parser) -> None:
+    """Adds the runners' repeatable ``--pretrained NAME=PATH`` to an ``argparse`` parser (read back
+    with :func:`parse_pretrained_args`)."""
+    parser.add_argument(
+        "--pretrained",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="a pre-trained state a variant's init_from names (labeldp.pretraining); repeatable",
+    )
 
 
 def parse_pretrained_args(values) -> dict[str, str]:

@@ -20,7 +20,7 @@ from labeldp import records, tasks
 from labeldp.methods import registry
 from labeldp.methods.base import MethodResult, RunSpec
 from labeldp.pretrained_init import attach
-from labeldp.pretraining import parse_pretrained_args
+from labeldp.pretraining import add_pretrained_argument, parse_pretrained_args
 
 
 def run_spec(spec: RunSpec, data) -> MethodResult:
@@ -113,13 +113,7 @@ def run_arguments(doc: str) -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="prepared .npz")
     p.add_argument("--out", required=True, help="record path (.json)")
     p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
-    p.add_argument(
-        "--pretrained",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="a pre-trained state a variant's init_from names (labeldp.pretraining); repeatable",
-    )
+    add_pretrained_argument(p)
     return p
 
 

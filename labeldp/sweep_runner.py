@@ -39,7 +39,7 @@ from labeldp.data.views import held_dataset
 from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
 from labeldp.pretrained_init import attach
-from labeldp.pretraining import parse_pretrained_args
+from labeldp.pretraining import add_pretrained_argument, parse_pretrained_args
 from labeldp.runner import build_record, run_and_record
 from labeldp.sweeps import Sweep
 
@@ -209,37 +209,44 @@ def run_sweep(
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def sweep_arguments(doc: str) -> argparse.ArgumentParser:
+    """The command-line arguments every sweep executor takes (this module, :mod:`labeldp.audit.sweep`)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sweep", required=True, help="Sweep.to_dict() as JSON")
     p.add_argument("--data", default=None, help="prepared data (.npz); needed when a run is pending")
     p.add_argument("--marker", required=True, help="the marker to write when every run has its record")
     p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
+    add_pretrained_argument(p)
+    return p
+
+
+def load_sweep_arguments(args: argparse.Namespace) -> tuple[dict, dict[str, str], bool]:
+    """``(payload, pre-trained states, whether a run is pending)`` of parsed :func:`sweep_arguments`;
+    exits naming a missing ``--data`` (a run to train) or a bad ``--pretrained``."""
+    payload = json.loads(args.sweep)
+    pending, _ = pending_runs(payload)
+    if pending and not args.data:
+        raise SystemExit(f"error: sweep {payload['id']} has {len(pending)} runs to train but no --data was given")
+    try:
+        pretrained = parse_pretrained_args(args.pretrained)
+    except ValueError as err:
+        raise SystemExit(f"error: {err}") from None
+    return payload, pretrained, bool(pending)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = sweep_arguments(__doc__)
     p.add_argument(
         "--vmap-runs",
         default="auto",
         help=f"runs per vmapped program: 'auto' (1 on CPU, {ACCELERATOR_VMAP_RUNS} on an accelerator) or an integer",
     )
-    p.add_argument(
-        "--pretrained",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="a pre-trained state the runs' init_from names (labeldp.pretraining); repeatable",
-    )
     a = p.parse_args(argv)
-    payload = json.loads(a.sweep)
-    pending, _ = pending_runs(payload)
-    if pending and not a.data:
-        raise SystemExit(f"error: sweep {payload['id']} has {len(pending)} runs to train but no --data was given")
+    payload, pretrained, pending = load_sweep_arguments(a)
     try:
         vmap_runs = resolve_vmap_runs(a.vmap_runs) if pending else 1
     except ValueError as err:
         raise SystemExit(f"error: {err} (config key sweep_vmap_runs)") from None
-    try:
-        pretrained = parse_pretrained_args(a.pretrained)
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
     return run_sweep(
         payload,
         data_path=a.data,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import types
 from pathlib import Path
 
+import numpy as np
+
 from labeldp import records
-from labeldp.config import load_config
+from labeldp.config import load_config, load_workflow_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,8 +77,6 @@ def assert_label_event_reaccounts(privacy: dict) -> None:
 def fake_mnist_images(n_train=256, n_test=128, k=10, seed=0, source="fake"):
     """Random 28x28x1 uint8 images with random labels, shaped like prepared MNIST (name ``mnist``), for
     tests that run a method end to end without data."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     return types.SimpleNamespace(
         x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
@@ -87,6 +88,31 @@ def fake_mnist_images(n_train=256, n_test=128, k=10, seed=0, source="fake"):
         source=source,
         subset=None,
     )
+
+
+def write_prepared_mnist(path: Path, n_train: int = 192, n_test: int = 64) -> Path:
+    """A prepared-data file (``.npz``) of random MNIST-shaped images and labels (a synthetic stand-in), for
+    the sweep and audit runners, which load their data from a path."""
+    rng = np.random.default_rng(0)
+    meta = {"num_classes": 10, "dataset": "mnist", "source": "synthetic_standin", "subset": None, "kind": "image"}
+    np.savez(
+        path,
+        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
+        y_train=rng.integers(0, 10, n_train),
+        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
+        y_test=rng.integers(0, 10, n_test),
+        metadata=np.asarray(json.dumps(meta)),
+    )
+    return path
+
+
+def audit_config(tmp_path, **audit):
+    """``workflow/config/audit.yaml`` writing under ``tmp_path``, its ``audit`` block updated with ``audit``."""
+    cfg = load_workflow_config(REPO / "workflow/config/audit.yaml")
+    cfg["results_dir"] = str(tmp_path / "results")
+    cfg["reports_dir"] = str(tmp_path / "reports")
+    cfg["audit"] = {**cfg["audit"], **audit}
+    return cfg
 
 
 def user_package(tmp_path, monkeypatch, package: str, modules: dict[str, str]):

@@ -11,12 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from labeldp import plan, sweeps
 from labeldp.methods.base import RunSpec
-from tests.helpers import REPO, repo_config
+from tests.helpers import REPO, repo_config, write_prepared_mnist
 
 
 def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
@@ -119,18 +118,7 @@ def test_full_reproduction_is_a_few_thousand_jobs(full_reproduction_plan, full_r
 # ---------------------------------------------------------------------------------- execution
 
 
-def _prepared(path: Path, n_train=192, n_test=64) -> Path:
-    rng = np.random.default_rng(0)
-    meta = {"num_classes": 10, "dataset": "mnist", "source": "synthetic_standin", "subset": None, "kind": "image"}
-    np.savez(
-        path,
-        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-        y_train=rng.integers(0, 10, n_train),
-        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
-        y_test=rng.integers(0, 10, n_test),
-        metadata=np.asarray(json.dumps(meta)),
-    )
-    return path
+_prepared = write_prepared_mnist
 
 
 def _payload(tmp_path: Path, lrs=(0.1, 0.3), seeds=(0, 1)) -> dict:

@@ -17,41 +17,21 @@ programs seven times.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Sequence
 
 from labeldp.audit.runner import run_audit
-from labeldp.pretraining import parse_pretrained_args
-from labeldp.sweep_runner import pending_runs, run_sweep
+from labeldp.sweep_runner import load_sweep_arguments, run_sweep, sweep_arguments
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sweep", required=True, help="Sweep.to_dict() as JSON (labeldp.audit.plan.audit_sweeps)")
-    p.add_argument("--data", default=None, help="prepared data (.npz); needed when a run is pending")
-    p.add_argument("--marker", required=True, help="the marker to write when every run has its record")
+    p = sweep_arguments(__doc__)
     p.add_argument("--train-subset", type=int, required=True)
     p.add_argument("--num-canaries", type=int, required=True)
     p.add_argument("--confidence", type=float, default=0.95)
-    p.add_argument("--workflow-config", default="{}", help="workflow config subset to store (JSON)")
-    p.add_argument(
-        "--pretrained",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="a pre-trained state the runs' init_from names (labeldp.pretraining); repeatable",
-    )
     a = p.parse_args(argv)
-    payload = json.loads(a.sweep)
-    pending, _ = pending_runs(payload)
-    if pending and not a.data:
-        raise SystemExit(f"error: audit sweep {payload['id']} has {len(pending)} runs to train but no --data was given")
-    try:
-        pretrained = parse_pretrained_args(a.pretrained)
-    except ValueError as err:
-        raise SystemExit(f"error: {err}") from None
+    payload, pretrained, _ = load_sweep_arguments(a)
     workflow_config = json.loads(a.workflow_config)
 
     def train_one(spec, data) -> dict:

@@ -17,7 +17,7 @@ from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
 from labeldp.plan import ConfigError
 
-from tests.helpers import REPO
+from tests.helpers import audit_config as _config
 
 CLASSIFIERS = ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro", "dpsgd_opacus", "nonprivate"]
 
@@ -98,16 +98,6 @@ def test_audit_record_of_rr_at_large_eps(tmp_path):
     assert 0.0 <= au["epsilon_lower_bound"] <= 8.0
     records.write_record(tmp_path / "r.json", rec)
     json.loads((tmp_path / "r.json").read_text())
-
-
-def _config(tmp_path, **audit):
-    from labeldp.config import load_workflow_config
-
-    cfg = load_workflow_config(REPO / "workflow/config/audit.yaml")
-    cfg["results_dir"] = str(tmp_path / "results")
-    cfg["reports_dir"] = str(tmp_path / "reports")
-    cfg["audit"] = {**cfg["audit"], **audit}
-    return cfg
 
 
 def test_audit_plan_of_the_cpu_config(tmp_path):

@@ -6,28 +6,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from labeldp import plan
 from labeldp.audit import plan as audit_plan
 from labeldp.audit import runner as audit_runner
 from labeldp.audit import sweep as audit_sweep
-from labeldp.config import load_workflow_config
 from labeldp.methods.base import RunSpec
 from labeldp.sweeps import Sweep
 
-from tests.helpers import REPO
+from tests.helpers import audit_config as _config
+from tests.helpers import write_prepared_mnist as _prepared
 
 AUDIT_ARGS = ["--train-subset", "160", "--num-canaries", "40", "--confidence", "0.95"]
-
-
-def _config(tmp_path, **audit):
-    cfg = load_workflow_config(REPO / "workflow/config/audit.yaml")
-    cfg["results_dir"] = str(tmp_path / "results")
-    cfg["reports_dir"] = str(tmp_path / "reports")
-    cfg["audit"] = {**cfg["audit"], **audit}
-    return cfg
 
 
 def test_one_audit_job_per_data_file_holds_every_audited_run_once(tmp_path):
@@ -45,20 +36,6 @@ def test_one_audit_job_per_data_file_holds_every_audited_run_once(tmp_path):
     # a changed audit setting gives new jobs (their finished records are still skipped, never redone)
     assert set(audit_plan.audit_sweeps(_config(tmp_path, num_canaries=500))).isdisjoint(jobs)
     assert audit_plan.audit_sweeps({**cfg, "audit": None}) == {}
-
-
-def _prepared(path: Path, n_train=192, n_test=64) -> Path:
-    rng = np.random.default_rng(0)
-    meta = {"num_classes": 10, "dataset": "mnist", "source": "synthetic_standin", "subset": None, "kind": "image"}
-    np.savez(
-        path,
-        x_train=rng.integers(0, 256, (n_train, 28, 28, 1), dtype=np.uint8),
-        y_train=rng.integers(0, 10, n_train),
-        x_test=rng.integers(0, 256, (n_test, 28, 28, 1), dtype=np.uint8),
-        y_test=rng.integers(0, 10, n_test),
-        metadata=np.asarray(json.dumps(meta)),
-    )
-    return path
 
 
 def _stable(record: dict) -> dict:
@@ -105,5 +82,5 @@ def test_an_audit_job_writes_the_records_of_single_audit_runs_and_never_redoes_o
     assert audit_sweep.main(["--sweep", sweep_json, "--marker", str(marker), *AUDIT_ARGS]) == 0
     assert marker.exists() and {p: Path(p).read_bytes() for p in before} == before
     Path(planned[0].record_path).unlink()
-    with pytest.raises(SystemExit, match="1 runs to train but no --data"):
+    with pytest.raises(SystemExit, match="has 1 runs to train but no --data"):
         audit_sweep.main(["--sweep", sweep_json, "--marker", str(marker), *AUDIT_ARGS])
