@@ -311,13 +311,18 @@ def write_record(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
 def record_paths(results_dir: str | os.PathLike) -> list[Path]:
     """Every run record under a results directory, sorted: its ``*.json`` files except those of the
     SimCLR pre-training (``<results_dir>/ssl/``: checkpoints, ``pretrain.json``), the supervised
-    pre-trainings (``<results_dir>/pretrained/``, :mod:`labeldp.pretraining`), the sweeps'
-    markers (``<results_dir>/.sweeps/``, :mod:`labeldp.sweeps`), the successive-halving selections
-    (``<results_dir>/.halving/``, :mod:`labeldp.halving`) and the papers' worked examples
-    (``<results_dir>/examples/``, :mod:`labeldp.regression.paper_example`), which are not runs."""
+    pre-trainings (``<results_dir>/pretrained/``, :mod:`labeldp.pretraining`), the papers' worked
+    examples (``<results_dir>/examples/``, :mod:`labeldp.regression.paper_example`), and, at any depth,
+    the sweeps' markers (``.sweeps/``: :mod:`labeldp.sweeps`, the audit's under ``audit/.sweeps/``) and
+    the successive-halving selections (``.halving/``, :mod:`labeldp.halving`), which are not runs."""
     root = Path(results_dir)
-    skip = ("ssl", "pretrained", ".sweeps", ".halving", "examples")
-    return sorted(p for p in root.rglob("*.json") if p.relative_to(root).parts[0] not in skip)
+    top = ("ssl", "pretrained", "examples")
+    anywhere = {".sweeps", ".halving"}
+    return sorted(
+        p
+        for p in root.rglob("*.json")
+        if (parts := p.relative_to(root).parts)[0] not in top and not anywhere.intersection(parts[:-1])
+    )
 
 
 def read_record(path: str | os.PathLike) -> dict[str, Any]:

@@ -215,7 +215,7 @@ def test_a_privacy_outcome_must_state_its_relation():
     assert d["epsilon_by_relation"] == {"label_substitution": 1.0}
 
 
-def test_record_paths_skip_the_simclr_and_supervised_pretraining_files(tmp_path):
+def test_record_paths_skip_pretraining_files_and_every_sweep_marker_or_halving_selection(tmp_path):
     from labeldp.records import record_paths
 
     (tmp_path / "mnist/rr/default/eps1.0/hp").mkdir(parents=True)
@@ -225,4 +225,14 @@ def test_record_paths_skip_the_simclr_and_supervised_pretraining_files(tmp_path)
     (tmp_path / "ssl/mnist-official-full/simclr-x/checkpoints/1/_METADATA.json").write_text("{}")
     (tmp_path / "pretrained/cifar100_cifar_cnn/0123456789ab").mkdir(parents=True)
     (tmp_path / "pretrained/cifar100_cifar_cnn/0123456789ab/pretrain.json").write_text("{}")
-    assert record_paths(tmp_path) == [tmp_path / "mnist/rr/default/eps1.0/hp/seed0.json"]
+    for marker in (".sweeps/mnist/rr/default/eps1.0/sweep-0123.json", "audit/.sweeps/mnist/audit-0123.json"):
+        (tmp_path / marker).parent.mkdir(parents=True)
+        (tmp_path / marker).write_text("{}")
+    (tmp_path / ".halving/table5/rr/eps1.0.json").parent.mkdir(parents=True)
+    (tmp_path / ".halving/table5/rr/eps1.0.json").write_text("{}")
+    (tmp_path / "audit/mnist/rr/default/eps1.0/hp").mkdir(parents=True)
+    (tmp_path / "audit/mnist/rr/default/eps1.0/hp/seed0.json").write_text("{}")
+    assert record_paths(tmp_path) == [
+        tmp_path / "audit/mnist/rr/default/eps1.0/hp/seed0.json",
+        tmp_path / "mnist/rr/default/eps1.0/hp/seed0.json",
+    ]

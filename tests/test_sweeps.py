@@ -284,6 +284,15 @@ def test_slurm_profile_gives_sweeps_a_gpu_and_the_rule_a_runtime_from_the_plan()
     assert "gpu" in prof["set-resources"]["sweep"]["slurm_extra"] and "runtime" not in prof["set-resources"]["sweep"]
     rule = (REPO / "workflow/rules/train.smk").read_text()
     assert "runtime=lambda wc: _sweep_runtime_minutes(wc)" in rule
+    # the audit's jobs (labeldp/audit/plan.py) too
+    assert (
+        "gpu" in prof["set-resources"]["audit_sweep"]["slurm_extra"]
+        and "runtime" not in prof["set-resources"]["audit_sweep"]
+    )
+    assert prof["set-threads"]["audit_sweep"] == prof["set-threads"]["sweep"]
+    assert (
+        "runtime=lambda wc: _runtime_minutes(_audit_sweep(wc).runs)" in (REPO / "workflow/rules/audit.smk").read_text()
+    )
 
 
 def test_data_grouping_puts_every_method_of_a_data_file_in_one_job():

@@ -100,7 +100,9 @@ def audit_sweeps(config: Mapping[str, Any]) -> dict[str, Sweep]:
     Each job (the ``audit_sweep`` rule; :mod:`labeldp.audit.sweep`) trains its runs without a record
     in one process and then writes its marker, ``<results_dir>/audit/.sweeps/<id>.json``; the id is
     ``<dataset>/audit-<hash>``, the hash covering the data file, the runs' records and
-    :data:`AUDIT_SETTINGS`, so a changed audit gives new jobs (finished records are never redone).
+    :data:`AUDIT_SETTINGS`, so a changed audit gives new jobs; their finished records are never redone
+    (records do not depend on those settings' values in their paths: a job whose every record exists only
+    writes its marker).
 
     Returns:
       ``{marker path: Sweep}``, empty when the config has no audit block.

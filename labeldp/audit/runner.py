@@ -99,6 +99,16 @@ def run_audit(
     return record
 
 
+def audit_summary(record: dict[str, Any]) -> str:
+    """One log line of an audit record: the audited lower bound next to the claimed eps."""
+    au = record["audit"]
+    return (
+        f"{record['run_id']}: audited eps lower bound {au['epsilon_lower_bound']:.3f} "
+        f"(claimed {record['privacy'].get('epsilon_by_relation')}, {au['best_num_correct']}/"
+        f"{au['best_num_guesses']} correct)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from labeldp.runner import load_run, run_arguments
 
@@ -117,12 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config=json.loads(a.workflow_config),
     )
     records.write_record(a.out, record)
-    au = record["audit"]
-    print(
-        f"{record['run_id']}: audited eps lower bound {au['epsilon_lower_bound']:.3f} "
-        f"(claimed {record['privacy'].get('epsilon_by_relation')}, {au['best_num_correct']}/"
-        f"{au['best_num_guesses']} correct)"
-    )
+    print(audit_summary(record))
     return 0
 
 

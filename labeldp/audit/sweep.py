@@ -21,7 +21,7 @@ import json
 import sys
 from typing import Sequence
 
-from labeldp.audit.runner import run_audit
+from labeldp.audit.runner import audit_summary, run_audit
 from labeldp.sweep_runner import load_sweep_arguments, run_sweep, sweep_arguments
 
 
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workflow_config = json.loads(a.workflow_config)
 
     def train_one(spec, data) -> dict:
-        return run_audit(
+        record = run_audit(
             spec,
             data,
             train_subset=a.train_subset,
@@ -43,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             confidence=a.confidence,
             config=workflow_config,
         )
+        print(audit_summary(record), flush=True)
+        return record
 
     return run_sweep(
         payload,

@@ -36,6 +36,9 @@ def test_one_audit_job_per_data_file_holds_every_audited_run_once(tmp_path):
     # a changed audit setting gives new jobs (their finished records are still skipped, never redone)
     assert set(audit_plan.audit_sweeps(_config(tmp_path, num_canaries=500))).isdisjoint(jobs)
     assert audit_plan.audit_sweeps({**cfg, "audit": None}) == {}
+    # the ids do not depend on the order the config lists columns and eps in
+    shuffled = _config(tmp_path, columns=cfg["audit"]["columns"][::-1], epsilons=cfg["audit"]["epsilons"][::-1])
+    assert set(audit_plan.audit_sweeps(shuffled)) == set(jobs)
 
 
 def _stable(record: dict) -> dict:

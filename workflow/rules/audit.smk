@@ -2,7 +2,8 @@
 # with label canaries, then the table of claimed eps next to audited lower bounds, then the check
 # that fails loudly when a lower bound exceeds the label-DP eps. `audit_sweep`: one job per prepared
 # data file trains its audited runs in one process (labeldp/audit/sweep.py) and writes a marker when
-# every run has its record (as train.smk's sweeps); `audit_run`: one record on its own.
+# every run has its record (as train.smk's sweeps; a record deleted after its job's marker exists is
+# trained again by `snakemake <record>`, the `audit_run` rule); `audit_run`: one record on its own.
 #   snakemake --cores 2 --configfile workflow/config/audit.yaml audit
 import json as _json
 
@@ -66,6 +67,7 @@ rule audit_sweep:
     priority: _audit_sweep_priority
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
+        runtime=lambda wc: _runtime_minutes(_audit_sweep(wc).runs),  # a cluster's limit, as the sweep rule's
     conda:
         "../../envs/labeldp.yaml"
     shell:

@@ -38,11 +38,17 @@ def _sweep_pretrained(wc):
     return _pretrained_inputs(_sweep_pretrained_paths(wc).values(), done=done)
 
 
-def _sweep_runtime_minutes(wc):
+def _runtime_minutes(runs):
+    """Minutes a cluster job that trains ``runs`` may run: the cost model's GPU estimate, doubled, plus 10
+    (the sweep rule here, audit.smk's audit_sweep)."""
     from labeldp import plan_cost
 
-    secs = plan_cost.runs_seconds(_sweep(wc).runs, config=config, device="gpu")
+    secs = plan_cost.runs_seconds(runs, config=config, device="gpu")
     return int(2 * (secs + float(plan_cost.load_costs()["seconds_per_job"]["gpu"])) / 60) + 10
+
+
+def _sweep_runtime_minutes(wc):
+    return _runtime_minutes(_sweep(wc).runs)
 
 
 def _sweep_priority(wc):
