@@ -99,6 +99,19 @@ def run_audit(
     return record
 
 
+def add_audit_arguments(parser) -> None:
+    """The audit's settings on a runner's command line (this module and :mod:`labeldp.audit.sweep`)."""
+    parser.add_argument("--train-subset", type=int, required=True)
+    parser.add_argument("--num-canaries", type=int, required=True)
+    parser.add_argument("--confidence", type=float, default=0.95)
+
+
+def audit_settings(args) -> dict[str, Any]:
+    """``train_subset``, ``num_canaries`` and ``confidence`` of parsed :func:`add_audit_arguments`, for
+    :func:`run_audit`."""
+    return {"train_subset": args.train_subset, "num_canaries": args.num_canaries, "confidence": args.confidence}
+
+
 def audit_summary(record: dict[str, Any]) -> str:
     """One log line of an audit record: the audited lower bound next to the claimed eps."""
     au = record["audit"]
@@ -113,19 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from labeldp.runner import load_run, run_arguments
 
     p = run_arguments(__doc__)
-    p.add_argument("--train-subset", type=int, required=True)
-    p.add_argument("--num-canaries", type=int, required=True)
-    p.add_argument("--confidence", type=float, default=0.95)
+    add_audit_arguments(p)
     a = p.parse_args(argv)
     spec, data = load_run(a)
-    record = run_audit(
-        spec,
-        data,
-        train_subset=a.train_subset,
-        num_canaries=a.num_canaries,
-        confidence=a.confidence,
-        config=json.loads(a.workflow_config),
-    )
+    record = run_audit(spec, data, **audit_settings(a), config=json.loads(a.workflow_config))
     records.write_record(a.out, record)
     print(audit_summary(record))
     return 0

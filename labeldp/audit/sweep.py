@@ -21,28 +21,19 @@ import json
 import sys
 from typing import Sequence
 
-from labeldp.audit.runner import audit_summary, run_audit
+from labeldp.audit.runner import add_audit_arguments, audit_settings, audit_summary, run_audit
 from labeldp.sweep_runner import load_sweep_arguments, run_sweep, sweep_arguments
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = sweep_arguments(__doc__)
-    p.add_argument("--train-subset", type=int, required=True)
-    p.add_argument("--num-canaries", type=int, required=True)
-    p.add_argument("--confidence", type=float, default=0.95)
+    add_audit_arguments(p)
     a = p.parse_args(argv)
     payload, pretrained, _ = load_sweep_arguments(a)
     workflow_config = json.loads(a.workflow_config)
 
     def train_one(spec, data) -> dict:
-        record = run_audit(
-            spec,
-            data,
-            train_subset=a.train_subset,
-            num_canaries=a.num_canaries,
-            confidence=a.confidence,
-            config=workflow_config,
-        )
+        record = run_audit(spec, data, **audit_settings(a), config=workflow_config)
         print(audit_summary(record), flush=True)
         return record
 
