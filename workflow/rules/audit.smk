@@ -30,28 +30,10 @@ def _audit_sweep(wc):
     return AUDIT_SWEEPS[path]
 
 
-def _audit_sweep_done(wc):
-    sw = _audit_sweep(wc)
-    return os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
-
-
-def _audit_sweep_priority(wc):
-    """The cost model's CPU seconds for the job's runs without a record, as train.smk's _sweep_priority."""
-    from labeldp import plan_cost
-
-    pending = [r for r in _audit_sweep(wc).runs if not os.path.exists(r.record_path)]
-    return int(plan_cost.runs_seconds(pending, config=config, device="cpu"))
-
-
-def _audit_sweep_pretrained_paths(wc):
-    return _pt.inputs_of_options(config, [r.spec.options for r in _audit_sweep(wc).runs])
-
-
 rule audit_sweep:
     input:
-        # ancient() once done, as train.smk's _sweep_data (finished records are never redone)
-        data=lambda wc: ancient(_audit_sweep(wc).prepared_path) if _audit_sweep_done(wc) else _audit_sweep(wc).prepared_path,
-        pretrained=lambda wc: _pretrained_inputs(_audit_sweep_pretrained_paths(wc).values(), done=_audit_sweep_done(wc)),
+        data=lambda wc: _job_data(_audit_sweep(wc)),  # train.smk: ancient() once done
+        pretrained=lambda wc: _job_pretrained(_audit_sweep(wc)),
     output:
         f"{AUDIT_RESULTS}/.sweeps/{{sweep}}.json",
     wildcard_constraints:
@@ -62,9 +44,9 @@ rule audit_sweep:
         sweep=lambda wc: _json.dumps(_audit_sweep(wc).to_dict()),
         acfg=lambda wc: config["audit"],
         wf=lambda wc: _json.dumps({"profile": config["profile"], "grid": config["grid"], "audit": config["audit"]}),
-        pretrained=lambda wc: _pt.pretrained_args(_audit_sweep_pretrained_paths(wc)),
+        pretrained=lambda wc: _pt.pretrained_args(_job_pretrained_paths(_audit_sweep(wc))),
     threads: config.get("threads_per_job", 1)
-    priority: _audit_sweep_priority
+    priority: lambda wc: _job_priority(_audit_sweep(wc))
     resources:
         gpu_slots=1,  # bounded by --resources gpu_slots=N (jobs per GPU); unbounded when not given
         runtime=lambda wc: _runtime_minutes(_audit_sweep(wc).runs),  # a cluster's limit, as the sweep rule's

@@ -16,26 +16,47 @@ def _sweep(wc):
     return SWEEPS[path]
 
 
+def _job_done(sw):
+    """Whether a sweep job (this file's or audit.smk's) has its marker or a record for every run."""
+    return os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
+
+
+def _job_data(sw):
+    """The prepared data: ancient() once the job is done (see _train_data: finished records are never
+    redone because the data was prepared again), a plain input while a record is missing. Always the same
+    file, so the job's input set never changes between runs (Snakemake's `input` rerun trigger); a job
+    whose records all exist trains nothing and only writes its marker."""
+    return ancient(sw.prepared_path) if _job_done(sw) else sw.prepared_path
+
+
+def _job_pretrained_paths(sw):
+    """{name: state path} of the pre-trainings the job's runs start from (variant option init_from)."""
+    return _pt.inputs_of_options(config, [r.spec.options for r in sw.runs])
+
+
+def _job_pretrained(sw):
+    return _pretrained_inputs(_job_pretrained_paths(sw).values(), done=_job_done(sw))
+
+
+def _job_priority(sw):
+    """The cost model's CPU seconds for the job's runs without a record: Snakemake starts the longest
+    ready jobs first (a long sweep started last would finish alone on one core while the others idle)."""
+    from labeldp import plan_cost
+
+    pending = [r for r in sw.runs if not os.path.exists(r.record_path)]
+    return int(plan_cost.runs_seconds(pending, config=config, device="cpu"))
+
+
 def _sweep_data(wc):
-    """The prepared data: ancient() once the marker exists or every record does (see _train_data:
-    finished records are never redone because the data was prepared again), a plain input while a
-    record is missing. Always the same file, so the job's input set never changes between runs
-    (Snakemake's `input` rerun trigger); a sweep whose records all exist trains nothing and only
-    writes its marker."""
-    sw = _sweep(wc)
-    done = os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
-    return ancient(sw.prepared_path) if done else sw.prepared_path
+    return _job_data(_sweep(wc))
 
 
 def _sweep_pretrained_paths(wc):
-    """{name: state path} of the pre-trainings the sweep's runs start from (variant option init_from)."""
-    return _pt.inputs_of_options(config, [r.spec.options for r in _sweep(wc).runs])
+    return _job_pretrained_paths(_sweep(wc))
 
 
 def _sweep_pretrained(wc):
-    sw = _sweep(wc)
-    done = os.path.exists(sw.marker_path) or all(os.path.exists(r.record_path) for r in sw.runs)
-    return _pretrained_inputs(_sweep_pretrained_paths(wc).values(), done=done)
+    return _job_pretrained(_sweep(wc))
 
 
 def _runtime_minutes(runs):
@@ -52,12 +73,7 @@ def _sweep_runtime_minutes(wc):
 
 
 def _sweep_priority(wc):
-    """The cost model's CPU seconds for the sweep's runs without a record: Snakemake starts the longest
-    ready jobs first (a long sweep started last would finish alone on one core while the others idle)."""
-    from labeldp import plan_cost
-
-    pending = [r for r in _sweep(wc).runs if not os.path.exists(r.record_path)]
-    return int(plan_cost.runs_seconds(pending, config=config, device="cpu"))
+    return _job_priority(_sweep(wc))
 
 
 rule sweep:
