@@ -9,13 +9,16 @@ is RR).
 Privacy: each label is queried once by an eps-DP randomizer, so the run is (eps, 0)-label-DP
 (parallel composition); training is post-processing.
 
+A variant may set the training optimiser (:data:`labeldp.methods.base.OPTIMIZER_OPTIONS`, e.g.
+``momentum``; default 000 Table 8's plain SGD): it acts on the released labels only.
+
 Label randomness: ``numpy.random.default_rng([spec.seed, 1])``, the same stream as
 ``rr_debiased`` (both methods see the same noisy labels for a given seed).
 """
 
 from __future__ import annotations
 
-from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
 
 NAME = "rr"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -65,7 +68,7 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     eps = common.require_private(spec, NAME)
     task = tasks.task_for(data, spec)
-    tasks.check_task_options(task, spec, (), NAME)
+    tasks.check_task_options(task, spec, OPTIMIZER_OPTIONS, NAME)
     units = task.training_labels()
     k, num_classes = units.labels_per_unit, units.num_classes
     per_label = rr_group_epsilon(epsilon=eps, k=k)

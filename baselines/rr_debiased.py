@@ -13,12 +13,14 @@ Algorithm 5, eq. 7). With the cross-entropy this is the weighted loss
 intended (they make the loss unbiased); they also make it unbounded below, so at small eps
 training can diverge, which the result records (``diverged``).
 
-Privacy: (eps, 0)-label-DP, each label queried once; the loss is post-processing.
+Privacy: (eps, 0)-label-DP, each label queried once; the loss is post-processing, and so is the
+training optimiser a variant may set (:data:`labeldp.methods.base.OPTIMIZER_OPTIONS`, e.g. ``momentum``;
+default 000 Table 8's plain SGD).
 """
 
 from __future__ import annotations
 
-from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
 
 NAME = "rr_debiased"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -64,7 +66,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     from labeldp.methods.common import build_model_for, train_and_evaluate
 
     eps = common.require_private(spec, NAME)
-    common.check_options(spec, (), NAME)
+    common.check_options(spec, OPTIMIZER_OPTIONS, NAME)
     k = int(data.num_classes)
     rng = common.label_rng(spec.seed, common.STREAM_RANDOMIZED_RESPONSE)
     noisy, weights = noisy_targets(data.y_train, num_classes=k, epsilon=eps, rng=rng)

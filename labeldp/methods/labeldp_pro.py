@@ -6,6 +6,8 @@ examples, compatible with amplification), ``self_conv`` / ``self_span`` (the cur
 they break amplification, so they are accounted without it unless the variant is one of
 Table 3's reference-only "w/ AMP" columns, which the record marks not private). Projection
 hyper-parameters: ``proj_steps``, ``proj_step_size`` and the smoothing ``lambda`` (000 D.2).
+``momentum``: SGD momentum on the denoised update, as DP-SGD's option (post-processing, so the
+accounting is unchanged; absent: plain SGD, 000 Table 8's "SGD").
 Implementation options (same algorithm, recorded in the result's ``details``):
 ``projection_momentum`` (``none``: the paper's PGD; ``nesterov``: FISTA) and
 ``projection_solver`` (``auto`` | ``matrix_free`` | ``jacobian`` | ``gram``, see :mod:`labeldp.denoisers`)

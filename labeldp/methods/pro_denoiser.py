@@ -29,11 +29,13 @@ _HULL_OPTIONS = (
     "projection_algorithm",
 )
 _SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")  # honest selection (labeldp.selection)
-OPTIONS = ("denoiser", "amplification", "alt_batch_size", "clipping_formulation") + _HULL_OPTIONS + _SELECTION_OPTIONS
+# the DP-SGD step's own options, shared with dpsgd: SGD ``momentum`` acts after the denoiser (post-processing)
+_STEP_OPTIONS = ("denoiser", "amplification", "clipping_formulation", "momentum")
+OPTIONS = _STEP_OPTIONS + ("alt_batch_size",) + _HULL_OPTIONS + _SELECTION_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,
-    "self_conv": ("denoiser", "amplification", "clipping_formulation") + _HULL_OPTIONS + _SELECTION_OPTIONS,
-    "self_span": ("denoiser", "amplification", "clipping_formulation") + _SELECTION_OPTIONS,
+    "self_conv": _STEP_OPTIONS + _HULL_OPTIONS + _SELECTION_OPTIONS,
+    "self_span": _STEP_OPTIONS + _SELECTION_OPTIONS,
 }
 #: The projection when a variant says nothing (the converged projection, issue 13): vertices
 #: clipped to C, one joint simplex, started at the model's predicted probabilities, FISTA to a

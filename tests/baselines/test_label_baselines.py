@@ -425,3 +425,16 @@ def test_alibi_trains_with_its_official_recipe_options_and_refuses_a_network_opt
     )
     with pytest.raises(ValueError, match="model"):
         alibi.run(data, _spec("alibi", options={"model": "inception_001"}))
+
+
+@pytest.mark.parametrize("module", [rr, rr_debiased], ids=lambda m: m.NAME)
+def test_rr_family_trains_with_an_optimiser_variant_on_the_same_release(module, data):
+    """Issue 29's optimiser experiment: a ``momentum`` variant changes the training, not the released
+    labels or their eps; options outside the optimiser stay refused."""
+    plain = module.run(data, _spec(module.NAME, epochs=2))
+    moment = module.run(data, _spec(module.NAME, epochs=2, options={"momentum": 0.9}))
+    assert moment.metrics["final_train_loss"] != plain.metrics["final_train_loss"]
+    assert moment.details["noisy_label_accuracy"] == plain.details["noisy_label_accuracy"]  # the same release
+    assert moment.privacy.to_dict(target_epsilon=1.0)["epsilon"] == plain.privacy.to_dict(target_epsilon=1.0)["epsilon"]
+    with pytest.raises(ValueError, match="model"):
+        module.run(data, _spec(module.NAME, options={"model": "inception_001"}))

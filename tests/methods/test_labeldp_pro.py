@@ -321,3 +321,26 @@ def test_denoisers_that_break_amplification_are_accounted_without_it_or_marked_n
     outcome = claimed.plan.privacy_outcome(mechanism="m", reasons=claimed.reasons)
     assert not outcome.valid and denoiser in outcome.invalid_reason
     assert plain.plan.noise_multiplier > claimed.plan.noise_multiplier  # q = 1 needs more noise at the same eps
+
+
+def test_sgd_momentum_is_post_processing_of_the_denoised_update():
+    """A ``momentum`` variant option (issue 29's optimiser experiment) changes the training, never the
+    accounting: the same sigma and eps as plain SGD, a different trained model; a bad value is refused."""
+    from labeldp.methods import labeldp_pro
+
+    data = fake_mnist_images(n_train=192, n_test=64)
+    base = {"alt_batch_size": 16, "projection_tol": None}
+    runs = {}
+    for name, extra in (("plain", {}), ("momentum", {"momentum": 0.9})):
+        spec = RunSpec(
+            **{**_pro_spec({**base, **extra}).__dict__, "hparams": {**_pro_spec({}).hparams, "proj_steps": 3}}
+        )
+        runs[name] = labeldp_pro.run(data, spec)
+    plain, mom = runs["plain"], runs["momentum"]
+    assert plain.privacy.valid and mom.privacy.valid
+    assert plain.privacy.epsilon == mom.privacy.epsilon
+    assert plain.details["noise_multiplier"] == mom.details["noise_multiplier"]
+    assert plain.metrics["final_train_loss"] != mom.metrics["final_train_loss"]
+    bad = RunSpec(**{**_pro_spec({**base, "momentum": 1.5}).__dict__})
+    with pytest.raises(ValueError, match="momentum must be a number in"):
+        labeldp_pro.run(data, bad)
