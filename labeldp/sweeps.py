@@ -43,7 +43,7 @@ import json
 import os
 from typing import Any, Iterable, Mapping
 
-from labeldp.halving import halving_keep, stage_two_points
+from labeldp.halving import stage_two_points
 from labeldp.methods.base import RunSpec
 from labeldp.plan import PlannedRun, all_runs, cell_path, runs_by_table
 
@@ -270,10 +270,10 @@ def workflow_sweeps(
     caller has it), grouped by the tables that need them (what the Snakefile plans)."""
     by_table = runs_by_table(config) if by_table is None else by_table
     tables_of = tables_of_records(by_table)
-    halved = {t for t, tcfg in config["tables"].items() if halving_keep(tcfg)}
-    # a stage-2 run that a full-grid table needs too trains with its cell's other runs anyway
-    apart = {p: hp for p, hp in stage_two_points(config).items() if set(tables_of.get(p, ())) <= halved}
-    return plan_sweeps(config, all_runs(config, by_table).values(), tables_of=tables_of, apart=apart)
+    # a stage-2 run is its grid point's own sweep even where a full-grid table (e.g. the base config's, sharing
+    # results_dir) needs it too: else building the halving table would train every point's every seed before its
+    # checkpoint chose the points (the full-grid table then depends on the per-point sweeps; same runs, more jobs)
+    return plan_sweeps(config, all_runs(config, by_table).values(), tables_of=tables_of, apart=stage_two_points(config))
 
 
 def sweep_of_record(sweeps: Mapping[str, Sweep]) -> dict[str, str]:

@@ -101,6 +101,26 @@ def test_each_points_extra_seeds_are_a_sweep_of_their_own(cfg):
     assert sum(len(s.runs) for s in sw.values()) == len(LRS) * 3
 
 
+def test_a_full_grid_table_sharing_the_cell_never_makes_stage_one_train_other_seeds(cfg):
+    """The base config's full-grid tables plan the same records (same results_dir): building the halving table
+    must still train only seed 0 before its checkpoint, so a point's other seeds stay in that point's own sweep."""
+    import copy
+
+    full = copy.deepcopy(cfg["tables"]["table5_mnist"])
+    full.pop("search")
+    cfg["tables"]["table5_full_grid"] = full
+    by_table = {
+        t: [r for r in plan.table_runs(cfg, t) if r.spec.method == "dpsgd"]
+        for t in ("table5_mnist", "table5_full_grid")
+    }
+    sw = sweeps.workflow_sweeps(cfg, by_table)
+    for s in sw.values():
+        seeds = {r.spec.seed for r in s.runs}
+        assert seeds == {0} or (0 not in seeds and len({plan.hp_id(r.spec.hparams) for r in s.runs}) == 1)
+    assert len(sw) == 1 + len(LRS)  # stage 1, then one sweep per point's other seeds
+    assert sum(len(s.runs) for s in sw.values()) == len(LRS) * 3  # the full-grid table still gets every run
+
+
 @pytest.mark.parametrize(
     "search,match",
     [({"successive_halving": {"keep": 0}}, "keep must be an integer >= 1"), ({"halving": {}}, "successive_halving")],
@@ -151,14 +171,3 @@ def test_the_selections_are_not_read_as_run_records(cfg, tmp_path):
     sel.parent.mkdir(parents=True)
     sel.write_text(json.dumps({"kept": []}))
     assert [p.name for p in records.record_paths(tmp_path / "results")] == ["seed0.json"]
-
-
-def test_a_stage_two_run_that_a_full_grid_table_needs_stays_with_its_cell(cfg):
-    cfg["tables"]["table5_full"] = {k: v for k, v in cfg["tables"]["table5_mnist"].items() if k != "search"}
-    by_table = {
-        t: [r for r in plan.table_runs(cfg, t) if r.spec.method == "dpsgd"] for t in ("table5_mnist", "table5_full")
-    }
-    sw = sweeps.workflow_sweeps(cfg, by_table)
-    assert len(sw) == 1 and len(next(iter(sw.values())).runs) == len(LRS) * 3
-    alone = sweeps.workflow_sweeps(cfg, {"table5_mnist": by_table["table5_mnist"]})
-    assert len(alone) == 1 + len(LRS)
