@@ -10,7 +10,8 @@ Privacy: each label is queried once by an eps-DP randomizer, so the run is (eps,
 (parallel composition); training is post-processing.
 
 A variant may set the training optimiser (:data:`labeldp.methods.base.OPTIMIZER_OPTIONS`, e.g.
-``momentum``; default 000 Table 8's plain SGD): it acts on the released labels only.
+``momentum``; default 000 Table 8's plain SGD): it acts on the released labels only. Tasks with a fixed
+recipe (the ads MLP's RMSProp) refuse them, naming why.
 
 Label randomness: ``numpy.random.default_rng([spec.seed, 1])``, the same stream as
 ``rr_debiased`` (both methods see the same noisy labels for a given seed).

@@ -73,6 +73,16 @@ def test_stage_one_incomplete_keeps_nothing_and_the_cell_says_so(cfg):
     assert "stage 1 incomplete" in cell.reason and cell.n_seeds == 1 and cell.n_planned_seeds == 3
 
 
+def test_before_the_checkpoint_a_cell_is_partial_even_where_a_point_has_every_seed(cfg):
+    """Other seeds of a point can have records before stage 1 is complete (another table of the same results
+    directory trained them): the cell is still a first-seed mean, partial, never the row's best."""
+    _plant(cfg, {(0.05, 0): 80.0, (0.1, 0): 70.0, (0.1, 1): 99.0, (0.1, 2): 99.0})
+    res = tables.build_table(cfg, "table5_mnist")
+    cell = res.cells[("dpsgd", 1.0)]
+    assert cell.mean == pytest.approx(80.0) and cell.n_seeds == 1 and cell.n_missing == 2
+    assert "stage 1 incomplete" in cell.reason and res.best[1.0] == set()
+
+
 def test_the_cell_is_the_best_mean_among_the_kept_points_only(cfg):
     values = {(0.05, 0): 80.0, (0.1, 0): 90.0, (0.2, 0): 85.0, (0.4, 0): 70.0}
     values.update({(0.1, 1): 70.0, (0.1, 2): 70.0, (0.2, 1): 85.0, (0.2, 2): 85.0})

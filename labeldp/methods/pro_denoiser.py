@@ -29,7 +29,8 @@ _HULL_OPTIONS = (
     "projection_algorithm",
 )
 _SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")  # honest selection (labeldp.selection)
-# the DP-SGD step's own options, shared with dpsgd: SGD ``momentum`` acts after the denoiser (post-processing)
+# options of the DP-SGD step every denoiser runs in (the denoiser's name, amplification, the clipping formulation and
+# SGD ``momentum``, which acts after the denoiser: post-processing)
 _STEP_OPTIONS = ("denoiser", "amplification", "clipping_formulation", "momentum")
 OPTIONS = _STEP_OPTIONS + ("alt_batch_size",) + _HULL_OPTIONS + _SELECTION_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored

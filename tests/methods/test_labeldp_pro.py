@@ -341,6 +341,8 @@ def test_sgd_momentum_is_post_processing_of_the_denoised_update():
     assert plain.privacy.epsilon == mom.privacy.epsilon
     assert plain.details["noise_multiplier"] == mom.details["noise_multiplier"]
     assert plain.metrics["final_train_loss"] != mom.metrics["final_train_loss"]
+    for denoiser in ("self_span", "self_conv"):  # every denoiser's step takes it
+        make_denoiser_for(_pro_spec({"denoiser": denoiser, "amplification": False, "momentum": 0.9}))
     bad = RunSpec(**{**_pro_spec({**base, "momentum": 1.5}).__dict__})
     with pytest.raises(ValueError, match="momentum must be a number in"):
         labeldp_pro.run(data, bad)

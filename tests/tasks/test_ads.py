@@ -97,6 +97,9 @@ def test_options_the_ads_task_does_not_implement_are_refused_with_the_reason(dat
     spec = dataclasses.replace(_spec("dpsgd", 1.0, 2, clip_norm=1.0), options={"examples_per_user": 2, "momentum": 0.9})
     with pytest.raises(ValueError, match="'momentum'.*RMSProp"):
         run_ads_method(data, spec, method="dpsgd")
+    rr_spec = dataclasses.replace(_spec("rr", 1.0, None), options={"momentum": 0.9})  # RR's optimiser variant too
+    with pytest.raises(ValueError, match="'momentum'.*RMSProp"):
+        run_ads_method(data, rr_spec, method="rr")
     spec = dataclasses.replace(spec, options={"examples_per_user": 2, "validation_fraction": 0.1})
     with pytest.raises(ValueError, match="held-out selection"):
         run_ads_method(data, spec, method="dpsgd")
