@@ -267,7 +267,8 @@ def workflow_sweeps(
     config: Mapping[str, Any], by_table: Mapping[str, Iterable[PlannedRun]] | None = None
 ) -> dict[str, Sweep]:
     """The workflow's sweeps: every table's runs (:func:`labeldp.plan.runs_by_table`, or ``by_table`` when the
-    caller has it), grouped by the tables that need them (what the Snakefile plans)."""
+    caller has it), grouped by the tables that need them (what the Snakefile plans); a successive-halving
+    table's stage-2 runs are one sweep per grid point (:func:`labeldp.halving.stage_two_points`)."""
     by_table = runs_by_table(config) if by_table is None else by_table
     tables_of = tables_of_records(by_table)
     # a stage-2 run is its grid point's own sweep even where a full-grid table (e.g. the base config's, sharing

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -114,8 +115,6 @@ def test_each_points_extra_seeds_are_a_sweep_of_their_own(cfg):
 def test_a_full_grid_table_sharing_the_cell_never_makes_stage_one_train_other_seeds(cfg):
     """The base config's full-grid tables plan the same records (same results_dir): building the halving table
     must still train only seed 0 before its checkpoint, so a point's other seeds stay in that point's own sweep."""
-    import copy
-
     full = copy.deepcopy(cfg["tables"]["table5_mnist"])
     full.pop("search")
     cfg["tables"]["table5_full_grid"] = full
