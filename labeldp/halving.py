@@ -104,6 +104,12 @@ class HalvingCell:
     kept: tuple[str, ...] | None
     first_seed: int
 
+    def admits(self, run: PlannedRun) -> bool:
+        """Whether a candidate ``run``'s record may enter a mean the cell is chosen from: any once the checkpoint
+        has kept its points; before it, a first-seed one only (other seeds can have records another table
+        trained; the cell is then its stage-1 means, partial by construction)."""
+        return self.kept is not None or run.spec.seed == self.first_seed
+
 
 def kept_points(first: Sequence[PlannedRun], *, keep: int, metric: str) -> tuple[str, ...] | None:
     """The ``keep`` grid points with the best stage-1 score, best first; None while a record is missing.

@@ -179,10 +179,7 @@ def build_cell(
             continue
         rec = records.read_record(r.record_path)
         searched.append(rec)
-        # before a halving search has chosen its points, a cell is its stage-1 (first-seed) means, partial by
-        # construction, even where other seeds of a point have records (trained for another table)
-        stage_one_only = search is not None and search.kept is None and r.spec.seed != search.first_seed
-        if r.record_path in candidates and not stage_one_only:
+        if r.record_path in candidates and (search is None or search.admits(r)):
             by_hp[hp].append(rec)
     missing = sum(not os.path.exists(r.record_path) for r in planned)
     cell.n_runs = len(planned) - missing
