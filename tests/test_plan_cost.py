@@ -67,3 +67,30 @@ def test_a_runs_fixed_cost_can_depend_on_its_method():
     assert plan_cost.run_seconds(dp, config=cfg, device="gpu", costs=zero) == pytest.approx(0.5)
     assert plan_cost.run_seconds(rr, config=cfg, device="gpu", costs=zero) == pytest.approx(10.0)
     assert plan_cost.run_seconds(dp, config=cfg, device="cpu", costs=zero) == pytest.approx(6.0)
+
+
+def test_a_methods_step_factor_scales_only_that_methods_step_on_that_device():
+    """LP-2ST's and ALIBI's steps do more than RR's (run_costs.yaml's method_step_factor): the factor
+    multiplies the named method's step on the named device and nothing else."""
+    cfg = repo_config("smoke.yaml")
+    base = {k: v for k, v in plan_cost.load_costs().items() if k != "method_step_factor"}
+    scaled = {**base, "method_step_factor": {"cpu": {"lp_2st": 2.5}, "gpu": {}}}
+    lp = plan.select_runs(cfg, ["table15"], methods=["lp_2st"])[0].spec
+    rr = plan.select_runs(cfg, ["table15"], methods=["rr"])[0].spec
+    one = plan_cost.step_seconds(lp, device="cpu", costs=base)
+    assert one > 0
+    assert plan_cost.step_seconds(lp, device="cpu", costs=scaled) == pytest.approx(2.5 * one)
+    for spec, device in ((rr, "cpu"), (lp, "gpu"), (rr, "gpu")):
+        assert plan_cost.step_seconds(spec, device=device, costs=scaled) == pytest.approx(
+            plan_cost.step_seconds(spec, device=device, costs=base)
+        )
+
+
+def test_the_committed_costs_charge_lp_2st_and_alibi_more_than_rr_on_the_cpu():
+    cfg = repo_config("smoke.yaml")
+    costs = plan_cost.load_costs()
+    step = {
+        m: plan_cost.step_seconds(plan.select_runs(cfg, ["table15"], methods=[m])[0].spec, device="cpu", costs=costs)
+        for m in ("rr", "lp_2st", "alibi")
+    }
+    assert step["lp_2st"] > 1.5 * step["rr"] and step["alibi"] > 1.5 * step["rr"]
