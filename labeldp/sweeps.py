@@ -41,7 +41,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence, TypeVar
 
 from labeldp.halving import stage_two_points
 from labeldp.methods.base import RunSpec
@@ -55,10 +55,13 @@ __all__ = [
     "tables_of_records",
     "sweep_of_runs",
     "max_runs",
+    "job_chunks",
     "GROUPINGS",
     "grouping",
     "marker_dir",
 ]
+
+T = TypeVar("T")
 
 #: Runs per job unless the config says ``sweep_max_runs``: 000 Table 8's grid for one cell
 #: (36 points x 3 seeds = 108 runs) is one job.
@@ -110,6 +113,16 @@ def max_runs(config: Mapping[str, Any]) -> int:
     if value < 1:
         raise ValueError(f"sweep_max_runs must be >= 1, got {value}")
     return value
+
+
+def job_chunks(members: Sequence[T], config: Mapping[str, Any]) -> list[tuple[T, ...]]:
+    """``members`` cut, in order, into jobs of at most :func:`max_runs` runs each (the last may be shorter).
+
+    The one chunking of the workflow's sweeps (:func:`plan_sweeps`) and the audit's
+    (:func:`labeldp.audit.plan.audit_sweeps`): a job's runs, and so its id, follow from it.
+    """
+    cap = max_runs(config)
+    return [tuple(members[start : start + cap]) for start in range(0, len(members), cap)]
 
 
 def marker_dir(config: Mapping[str, Any]) -> str:
@@ -232,7 +245,6 @@ def plan_sweeps(
     Returns:
       ``{marker path: Sweep}`` in plan order.
     """
-    cap = max_runs(config)
     by = grouping(config)
     groups: dict[tuple, list[PlannedRun]] = {}
     run_keys: dict[tuple, tuple] = {}  # the grouping key -> the runs' own _group_key
@@ -256,8 +268,7 @@ def plan_sweeps(
                 tables = tuple(sorted({t for r in members for t in tables_of.get(r.record_path, ())}))
         else:
             tables = tables_of.get(members[0].record_path, ()) if tables_of is not None else None
-        for start in range(0, len(members), cap):
-            chunk = tuple(members[start : start + cap])
+        for chunk in job_chunks(members, config):
             sw = _grouped_sweep(chunk, key=run_keys[key], config=config, tables=tables)
             out[sw.marker_path] = sw
     return out

@@ -101,6 +101,15 @@ def test_an_unknown_grouping_is_refused():
         sweeps.workflow_sweeps(repo_config("smoke.yaml", sweep_grouping="table"))
 
 
+@pytest.mark.parametrize("n,cap", [(0, 3), (1, 3), (6, 3), (7, 3), (5, 1), (4, 108)])
+def test_job_chunks_cut_in_order_into_full_jobs_but_the_last(n, cap):
+    items = list(range(n))
+    chunks = sweeps.job_chunks(items, {"sweep_max_runs": cap})
+    assert [x for c in chunks for x in c] == items
+    assert all(len(c) == cap for c in chunks[:-1]) and all(1 <= len(c) <= cap for c in chunks)
+    assert len(chunks) == -(-n // cap)
+
+
 def test_bad_cap_is_refused():
     with pytest.raises(ValueError, match="sweep_max_runs"):
         sweeps.max_runs({"sweep_max_runs": -1})

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from labeldp import plan
 from labeldp.methods.base import RunSpec
 from labeldp.plan import ConfigError, PlannedRun
-from labeldp.sweeps import Sweep, max_runs
+from labeldp.sweeps import Sweep, job_chunks
 
 __all__ = ["AuditRun", "audit_runs", "audit_dir", "audit_sweeps", "AUDIT_SETTINGS"]
 
@@ -114,14 +114,12 @@ def audit_sweeps(config: Mapping[str, Any]) -> dict[str, Sweep]:
     by_data: dict[str, list[AuditRun]] = {}
     for r in runs:
         by_data.setdefault(r.prepared_path, []).append(r)
-    cap = max_runs(config)
     out: dict[str, Sweep] = {}
     for data_path, members in by_data.items():
         members = sorted(members, key=lambda r: r.record_path)
-        for start in range(0, len(members), cap):
+        for audit_chunk in job_chunks(members, config):
             chunk = tuple(
-                PlannedRun(spec=r.spec, record_path=r.record_path, prepared_path=r.prepared_path)
-                for r in members[start : start + cap]
+                PlannedRun(spec=r.spec, record_path=r.record_path, prepared_path=r.prepared_path) for r in audit_chunk
             )
             ident = [data_path, [r.record_path for r in chunk], settings]
             digest = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:12]
