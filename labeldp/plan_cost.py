@@ -10,8 +10,8 @@ have a record, the sweep jobs (:mod:`labeldp.sweeps`), and estimated hours on th
 CPU and on one GPU, from per-step costs measured by the benchmarks and stored as data in
 ``workflow/resources/run_costs.yaml`` (each figure names its benchmark). Rough by design: steps are
 ``epochs x train units / batch size`` per run, a LabelDP-Pro step costs what the benchmarks
-measured at the nearest alternative batch size n2, a method with a ``method_step_factor`` (LP-2ST and
-ALIBI, from ``benchmarks/plan_cost_calibration.py``) costs that multiple of its family's step, and
+measured at the nearest alternative batch size n2, a method with a ``method_step_factor`` (LP-2ST,
+ALIBI and LabelDP-Pro, from ``benchmarks/plan_cost_calibration.py``) costs that multiple of its family's step, and
 fixed costs per run and per job are added.
 """
 
@@ -69,7 +69,8 @@ def step_seconds(spec, *, device: str, costs: Mapping[str, Any]) -> float:
       spec: the run's spec (method, dataset, hparams, options).
       device: ``cpu`` or ``gpu``.
       costs: :func:`load_costs`'s data; ``method_step_factor[device][method]`` (default 1) scales the
-        family's step for a method whose step does more (LP-2ST's two stages, ALIBI's soft labels).
+        family's step for a method whose step does more (LP-2ST's two stages, ALIBI's soft labels,
+        LabelDP-Pro's projection to a tolerance).
 
     Returns:
       Seconds per step: on the CPU proportional to the batch, on the GPU the same up to batch 1024.
@@ -82,7 +83,7 @@ def step_seconds(spec, *, device: str, costs: Mapping[str, Any]) -> float:
         per = float(table["labeldp_pro"][sizes[min(bisect.bisect_left(sizes, n2), len(sizes) - 1)]])
     else:
         per = float(table["dpsgd" if spec.method in _DPSGD else "sgd"])
-    # a method that trains more than one stage or model per step (LP-2ST, ALIBI) costs a measured multiple
+    # a method whose step does more than its family's figure (LP-2ST, ALIBI, LabelDP-Pro) costs a measured multiple
     factor = float((costs.get("method_step_factor") or {}).get(device, {}).get(spec.method, 1.0))
     return factor * per * (batch / 1024 if device == "cpu" else 1.0)
 

@@ -61,7 +61,7 @@ __all__ = [
     "marker_dir",
 ]
 
-T = TypeVar("T")
+Member = TypeVar("Member")
 
 #: Runs per job unless the config says ``sweep_max_runs``: 000 Table 8's grid for one cell
 #: (36 points x 3 seeds = 108 runs) is one job.
@@ -115,7 +115,7 @@ def max_runs(config: Mapping[str, Any]) -> int:
     return value
 
 
-def job_chunks(members: Sequence[T], config: Mapping[str, Any]) -> list[tuple[T, ...]]:
+def job_chunks(members: Sequence[Member], config: Mapping[str, Any]) -> list[tuple[Member, ...]]:
     """``members`` cut, in order, into jobs of at most :func:`max_runs` runs each (the last may be shorter).
 
     The one chunking of the workflow's sweeps (:func:`plan_sweeps`) and the audit's
