@@ -26,25 +26,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from labeldp import halving, plan, plan_cost, records  # noqa: E402
+from labeldp import plan, plan_cost, records  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 from labeldp.config import load_config  # noqa: E402
-
-
-def planned_runs(config, targets):
-    """The runs the preview counts for ``targets`` (a halving table's searched sub-grid, else its grid)."""
-    by_table = plan.runs_by_table(config)
-    runs = {}
-    for t in targets:
-        chosen = halving.searched_runs(config, t) if halving.halving_keep(config["tables"][t]) else by_table[t]
-        runs.update((r.record_path, r) for r in chosen)
-    return list(runs.values())
 
 
 def calibrate(config, targets) -> list[dict]:
     costs = plan_cost.load_costs()
     groups = defaultdict(list)
-    for run in planned_runs(config, targets):
+    for run in plan_cost.target_runs(config, targets, by_table=plan.runs_by_table(config)):
         if not Path(run.record_path).exists():
             continue
         rec = records.read_record(run.record_path)

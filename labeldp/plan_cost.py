@@ -105,6 +105,23 @@ def runs_seconds(runs, *, config: Mapping[str, Any], device: str, costs: Mapping
     return sum(run_seconds(r, config=config, device=device, costs=costs) for r in runs)
 
 
+def target_runs(
+    config: Mapping[str, Any], tables: Sequence[str], *, by_table: Mapping[str, Sequence[plan.PlannedRun]]
+) -> list[plan.PlannedRun]:
+    """The runs ``tables`` train, each once: a table's grid, or a successive-halving table's searched
+    sub-grid (:func:`labeldp.halving.searched_runs`).
+
+    Args:
+      config: the workflow config. tables: table names.
+      by_table: :func:`labeldp.plan.runs_by_table` of ``config``.
+    """
+    halved = [t for t in tables if halving.halving_keep(config["tables"][t])]
+    runs = {r.record_path: r for t in tables if t not in halved for r in by_table.get(t, ())}
+    for t in halved:
+        runs.update((r.record_path, r) for r in halving.searched_runs(config, t))
+    return list(runs.values())
+
+
 def estimate(
     config: Mapping[str, Any],
     targets: Sequence[str],
@@ -130,13 +147,8 @@ def estimate(
     exists = exists or os.path.exists
     tables = list(config["tables"]) if "all" in targets else list(targets)
     plan.check_known_tables(config, tables)  # an unknown target fails here, naming the known ones
-    # a successive-halving table trains a sub-grid (labeldp.halving): only those runs are counted
-    halved = [t for t in tables if halving.halving_keep(config["tables"][t])]
     by_table = plan.runs_by_table(config) if by_table is None else by_table
-    runs = {r.record_path: r for t in tables if t not in halved for r in by_table.get(t, ())}
-    for t in halved:
-        runs.update((r.record_path, r) for r in halving.searched_runs(config, t))
-    runs = list(runs.values())
+    runs = target_runs(config, tables, by_table=by_table)
     all_sweeps = sweeps.workflow_sweeps(config, by_table) if all_sweeps is None else all_sweeps
     of_record = sweeps.sweep_of_record(all_sweeps)
     pending = [r for r in runs if not exists(r.record_path)]
