@@ -68,6 +68,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, help="output path without extension")
     a = p.parse_args(argv)
     config = load_config(REPO / "workflow/config/config.yaml", *a.configfile)
+    try:
+        plan.check_known_tables(config, a.targets)
+    except plan.ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     rows = calibrate(config, a.targets)
     costs_sha = hashlib.sha256(plan_cost.COSTS.read_bytes()).hexdigest()[:12]
     rev = records.git_revision(REPO)
