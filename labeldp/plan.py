@@ -38,9 +38,11 @@ from labeldp import run_identity  # noqa: E402
 from labeldp.run_identity import (  # noqa: E402,F401
     cell_path,
     format_eps,
+    grid_point_path,
     hp_id,
     optional_hyperparameters,
     run_id,
+    seed_part,
 )
 
 
@@ -179,8 +181,10 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
     out = []
     data_path = prepared_path(config, dataset)
     results_dir = str(config["results_dir"])
+    seeds = table_seeds(config, table)
     for hp in grid_points(grid, axes, column):
-        for seed in table_seeds(config, table):
+        point_dir = None  # the grid point's directory, the same for every seed (run_identity.grid_point_path)
+        for seed in seeds:
             spec = RunSpec(
                 dataset=dataset,
                 method=column.method,
@@ -195,7 +199,8 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
                 sampling=config.get("sampling", "poisson"),
                 calibration_relation=relation,
             )
-            path = os.path.join(results_dir, f"{run_id(spec)}.json")
+            point_dir = point_dir or os.path.join(results_dir, grid_point_path(spec))
+            path = os.path.join(point_dir, f"{seed_part(spec.seed)}.json")
             out.append(PlannedRun(spec=spec, record_path=path, prepared_path=data_path))
     return out
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
 
-__all__ = ["format_eps", "hp_id", "cell_path", "run_id", "optional_hyperparameters"]
+__all__ = ["format_eps", "hp_id", "cell_path", "grid_point_path", "seed_part", "run_id", "optional_hyperparameters"]
 
 _ABBREV = {
     "learning_rate": "lr",
@@ -64,13 +64,23 @@ def cell_path(spec: RunSpec) -> str:
     return f"{spec.dataset}/{spec.method}/{variant}/eps{format_eps(spec.epsilon)}"
 
 
+def grid_point_path(spec: RunSpec) -> str:
+    """``<cell_path>/<hp_id>``: the directory of :func:`run_id` that holds one grid point's seeds (the
+    same for every seed: a planner forms it once per grid point and appends :func:`seed_part`)."""
+    return f"{cell_path(spec)}/{hp_id(spec.hparams, optional_hyperparameters(spec.method))}"
+
+
+def seed_part(seed: int) -> str:
+    """The last component of :func:`run_id`: ``seed<seed>``."""
+    return f"seed{seed}"
+
+
 def run_id(spec: RunSpec) -> str:
     """``<dataset>/<method>/<variant>[-shuffle][-labelsub]/eps<eps>/<hp_id>/seed<seed>``: the record's path
     below the results directory. Non-default batch sampling, and noise calibrated under label
     substitution (``-labelsub``), get their own directory, so records of different sampling
     schemes or calibrations never stand in for each other."""
-    defaults = optional_hyperparameters(spec.method)
-    return f"{cell_path(spec)}/{hp_id(spec.hparams, defaults)}/seed{spec.seed}"
+    return f"{grid_point_path(spec)}/{seed_part(spec.seed)}"
 
 
 @functools.lru_cache(maxsize=None)

@@ -145,7 +145,19 @@ def grouping(config: Mapping[str, Any]) -> str:
     return value
 
 
-def _group_key(run: PlannedRun, *, by: str = "cell") -> tuple:
+def _options_json(options: Mapping[str, Any], memo: dict[int, tuple[Any, str]] | None) -> str:
+    """``options`` as sorted JSON; ``memo`` keeps each options object's text (a planner shares one object
+    among a cell's runs, so a full reproduction's 10^6 runs serialise a few thousand)."""
+    hit = memo.get(id(options)) if memo is not None else None
+    if hit is not None and hit[0] is options:  # the memo holds the object, so its id is not reused
+        return hit[1]
+    text = json.dumps(options, sort_keys=True, default=str)
+    if memo is not None:
+        memo[id(options)] = (options, text)
+    return text
+
+
+def _group_key(run: PlannedRun, *, by: str = "cell", memo: dict[int, tuple[Any, str]] | None = None) -> tuple:
     s = run.spec
     if by == "data":
         return (run.prepared_path, s.dataset, s.profile)
@@ -158,7 +170,7 @@ def _group_key(run: PlannedRun, *, by: str = "cell") -> tuple:
         s.variant,
         repr(s.epsilon),
         repr(s.delta),
-        json.dumps(s.options, sort_keys=True, default=str),
+        _options_json(s.options, memo),
         s.accountant,
         s.profile,
         s.sampling,
@@ -248,8 +260,9 @@ def plan_sweeps(
     by = grouping(config)
     groups: dict[tuple, list[PlannedRun]] = {}
     run_keys: dict[tuple, tuple] = {}  # the grouping key -> the runs' own _group_key
+    memo: dict[int, tuple[Any, str]] = {}
     for r in runs:
-        own = _group_key(r, by=by)
+        own = _group_key(r, by=by, memo=memo)
         key = own
         if tables_of is not None and by == "cell":
             key = (*key, tables_of.get(r.record_path, ()))

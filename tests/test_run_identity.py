@@ -2,9 +2,11 @@
 
 import dataclasses
 import math
+import os
 
 from labeldp import plan, run_identity
 from labeldp.methods.base import RunSpec
+from tests.helpers import repo_config
 
 
 def _spec(**kw) -> RunSpec:
@@ -34,6 +36,21 @@ def test_run_id_is_the_cell_the_grid_point_and_the_seed():
     assert run_identity.cell_path(_spec(epsilon=math.inf)) == "mnist/lp_2st/default/epsinf"
     # the planner's names are these functions (re-exported), so a table finds the records a sweep wrote
     assert plan.run_id is run_identity.run_id and plan.cell_path is run_identity.cell_path
+
+
+def test_every_planned_record_path_is_the_results_dir_and_the_run_id():
+    """The planner forms a grid point's directory once for all its seeds: every planned run's record path
+    is still ``<results_dir>/<run_id>.json``, the grid point's directory that of each of its seeds."""
+    cfg = repo_config("smoke.yaml")
+    runs = [r for rs in plan.runs_by_table(cfg).values() for r in rs]
+    assert len(runs) > 100
+    for r in runs:
+        assert r.record_path == os.path.join(str(cfg["results_dir"]), run_identity.run_id(r.spec) + ".json")
+        assert run_identity.run_id(r.spec) == (
+            f"{run_identity.grid_point_path(r.spec)}/{run_identity.seed_part(r.spec.seed)}"
+        )
+        other = dataclasses.replace(r.spec, seed=r.spec.seed + 7)
+        assert run_identity.grid_point_path(other) == run_identity.grid_point_path(r.spec)
 
 
 def test_an_optional_hyperparameter_at_its_default_names_the_same_run():
