@@ -66,7 +66,8 @@ def smoke_dag(request) -> SmokeDag:
 @pytest.fixture(scope="session")
 def full_reproduction_plan():
     """``(config, runs by table)`` of the repository's full reproduction (``workflow/config/config.yaml``),
-    planned once per session: its 606k runs take about 20 s to plan on the 2-core CPU."""
+    planned once per session: its 1.7 million runs take about 8 s to plan on the 2-core CPU
+    (benchmarks/results/plan_full_config_cpu.md)."""
     cfg = repo_config()
     return cfg, plan.runs_by_table(cfg)
 
@@ -74,6 +75,6 @@ def full_reproduction_plan():
 @pytest.fixture(scope="session")
 def full_reproduction_sweeps(full_reproduction_plan):
     """:func:`labeldp.sweeps.workflow_sweeps` of the full reproduction, planned once per session (about
-    15 s on the 2-core CPU)."""
+    6 s on the 2-core CPU)."""
     cfg, by_table = full_reproduction_plan
     return sweeps.workflow_sweeps(cfg, by_table)
