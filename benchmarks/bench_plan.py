@@ -32,6 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_step import cpu_model, loadavg  # noqa: E402
 
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
 
 #: run in a fresh interpreter inside the revision's worktree: prints one JSON line
@@ -95,7 +97,7 @@ def main(argv=None) -> int:
         "loadavg_after": loadavg(),
         "rows": rows,
     }
-    Path(args.out + ".json").write_text(json.dumps(result, indent=1) + "\n")
+    write_text_atomic(args.out + ".json", json.dumps(result, indent=1) + "\n")
     lines = [
         "# Planning a config's runs and sweeps (every `snakemake` invocation pays this first)",
         "",
@@ -120,7 +122,7 @@ def main(argv=None) -> int:
                 f"| `{config}` | {rev} | {mine[0]['runs']:,} | {mine[0]['sweeps']:,} | {plan_s:.1f} | {sweeps_s:.1f} | "
                 f"{total:.1f} | {first / total:.2f}x | {', '.join(digests)} |"
             )
-    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(args.out + ".md", "\n".join(lines) + "\n")
     return 0
 
 
