@@ -1,13 +1,14 @@
 """Seconds to plan a config's runs and sweeps (what every ``snakemake`` invocation does before any job), before
 and after a change.
 
-The full reproduction (``workflow/config/config.yaml``) plans about 1.7 million runs; a dry run pays this
-before it prints anything. For each git revision given, this checks the revision out into a temporary
+The full reproduction (``workflow/config/config.yaml``) plans about 1.7 million table runs (884,884 distinct); a dry
+run pays this before it prints anything. For each git revision given, this checks the revision out into a temporary
 worktree and times, in a fresh process each, :func:`labeldp.plan.runs_by_table` and
 :func:`labeldp.sweeps.workflow_sweeps` on each config. The revisions alternate (A B A B ...), so their
 ratio is measured side by side under the same load; each process also prints a digest of every planned
 record path and sweep, which must be equal across revisions (a faster planner that plans something else
-is a bug, not a speed-up).
+is a bug, not a speed-up: exit status 1), and a digest of the config it loaded (each revision loads its own
+worktree's config, so revisions whose configs differ are refused: exit status 1).
 
 Usage::
 
@@ -38,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: run in a fresh interpreter inside the revision's worktree: prints one JSON line
 _CHILD = r"""
-import hashlib, json, sys, time
+import hashlib, json, os, sys, time
 from labeldp import plan, sweeps
 from labeldp.config import load_workflow_config
 cfg = load_workflow_config(sys.argv[1])
@@ -50,8 +51,10 @@ for table, runs in by.items():
         h.update(f"{table}|{r.record_path}|{r.prepared_path}".encode())
 for key, sweep in sw.items():
     h.update(f"{key}|{sweep.id}|{json.dumps([r.record_path for r in sweep.runs])}".encode())
+config_text = json.dumps(cfg, sort_keys=True, default=str).replace(os.getcwd(), "<repo>")  # the worktree's path
+config_digest = hashlib.sha256(config_text.encode()).hexdigest()
 print(json.dumps({"runs": sum(len(v) for v in by.values()), "sweeps": len(sw), "plan_s": t1 - t0,
-                  "sweeps_s": t2 - t1, "digest": h.hexdigest()}))
+                  "sweeps_s": t2 - t1, "digest": h.hexdigest(), "config_digest": config_digest}))
 """
 
 
@@ -123,7 +126,16 @@ def main(argv=None) -> int:
                 f"{total:.1f} | {first / total:.2f}x | {', '.join(digests)} |"
             )
     write_text_atomic(args.out + ".md", "\n".join(lines) + "\n")
-    return 0
+    status = 0
+    for config in args.configs:
+        mine = [r for r in rows if r["config"] == config]
+        if len({r["config_digest"] for r in mine}) > 1:
+            print(f"{config}: the revisions load different configs; compare revisions whose configs are equal")
+            status = 1
+        elif len({r["digest"] for r in mine}) > 1:
+            print(f"{config}: the revisions plan different runs or sweeps from the same config (a planner bug)")
+            status = 1
+    return status
 
 
 if __name__ == "__main__":

@@ -199,7 +199,8 @@ def cell_runs(config: Mapping[str, Any], table: str, column: Column, eps: float)
                 sampling=config.get("sampling", "poisson"),
                 calibration_relation=relation,
             )
-            point_dir = point_dir or os.path.join(results_dir, grid_point_path(spec))
+            if point_dir is None:
+                point_dir = os.path.join(results_dir, grid_point_path(spec))
             path = os.path.join(point_dir, f"{seed_part(spec.seed)}.json")
             out.append(PlannedRun(spec=spec, record_path=path, prepared_path=data_path))
     return out

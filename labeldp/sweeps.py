@@ -145,7 +145,7 @@ def grouping(config: Mapping[str, Any]) -> str:
     return value
 
 
-def _options_json(options: Mapping[str, Any], memo: dict[int, tuple[Any, str]] | None) -> str:
+def _options_json(options: Mapping[str, Any], *, memo: dict[int, tuple[Any, str]] | None) -> str:
     """``options`` as sorted JSON; ``memo`` keeps each options object's text (a planner shares one object
     among a cell's runs, so a full reproduction's 10^6 runs serialise a few thousand)."""
     hit = memo.get(id(options)) if memo is not None else None
@@ -170,7 +170,7 @@ def _group_key(run: PlannedRun, *, by: str = "cell", memo: dict[int, tuple[Any, 
         s.variant,
         repr(s.epsilon),
         repr(s.delta),
-        _options_json(s.options, memo),
+        _options_json(s.options, memo=memo),
         s.accountant,
         s.profile,
         s.sampling,

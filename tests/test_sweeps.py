@@ -3,6 +3,7 @@ kept across a kill."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -37,6 +38,23 @@ def test_sweeps_group_runs_that_share_all_but_grid_point_and_seed():
     assert list(sweeps.plan_sweeps(cfg, runs.values())) == list(sw)
     big = sweeps.plan_sweeps({**cfg, "sweep_max_runs": 1000}, runs.values())
     assert len(big) < len(sw)
+
+
+def test_runs_sharing_one_options_object_plan_the_sweeps_of_runs_with_equal_copies():
+    """The planner serialises a shared options object once (a memo by identity): runs whose options are
+    separate but equal dicts plan the same sweeps, and a run whose options differ is never grouped with them."""
+    cfg = repo_config("smoke.yaml", sweep_max_runs=3, sweep_grouping="cell")
+    runs = list(plan.all_runs(cfg).values())
+    copied = [dataclasses.replace(r, spec=dataclasses.replace(r.spec, options=dict(r.spec.options))) for r in runs]
+    shared = sweeps.plan_sweeps(cfg, runs)
+    assert len({id(r.spec.options) for r in runs}) < len(runs)  # the planner does share options objects
+    assert {k: [r.record_path for r in s.runs] for k, s in shared.items()} == {
+        k: [r.record_path for r in s.runs] for k, s in sweeps.plan_sweeps(cfg, copied).items()
+    }
+    first = runs[0]
+    changed = dataclasses.replace(first, spec=dataclasses.replace(first.spec, options={**first.spec.options, "x": 1}))
+    apart = sweeps.plan_sweeps(cfg, [changed, *runs[1:]])
+    assert all(len(s.runs) == 1 for s in apart.values() if changed in s.runs)
 
 
 def test_a_targets_sweeps_hold_only_its_tables_runs():
