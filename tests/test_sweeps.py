@@ -51,10 +51,13 @@ def test_runs_sharing_one_options_object_plan_the_sweeps_of_runs_with_equal_copi
     assert {k: [r.record_path for r in s.runs] for k, s in shared.items()} == {
         k: [r.record_path for r in s.runs] for k, s in sweeps.plan_sweeps(cfg, copied).items()
     }
-    first = runs[0]
+    group = next(s.runs for s in shared.values() if len(s.runs) >= 2)
+    first = group[0]
     changed = dataclasses.replace(first, spec=dataclasses.replace(first.spec, options={**first.spec.options, "x": 1}))
-    apart = sweeps.plan_sweeps(cfg, [changed, *runs[1:]])
-    assert all(len(s.runs) == 1 for s in apart.values() if changed in s.runs)
+    apart = sweeps.plan_sweeps(cfg, [changed if r is first else r for r in runs])
+    (home,) = [s for s in apart.values() if any(r is changed for r in s.runs)]
+    # its former companions are in another sweep
+    assert not {r.record_path for r in group[1:]} & {r.record_path for r in home.runs if r is not changed}
 
 
 def test_a_targets_sweeps_hold_only_its_tables_runs():
