@@ -145,16 +145,13 @@ def grouping(config: Mapping[str, Any]) -> str:
     return value
 
 
-def _options_json(options: Mapping[str, Any], *, memo: dict[int, tuple[Any, str]] | None) -> str:
+def _options_json(options: Mapping[str, Any], *, memo: dict[int, tuple[Any, str]]) -> str:
     """``options`` as sorted JSON; ``memo`` keeps each options object's text (a planner shares one object
     among a cell's runs, so a full reproduction's 10^6 runs serialise a few thousand)."""
-    hit = memo.get(id(options)) if memo is not None else None
-    if hit is not None and hit[0] is options:  # the memo holds the object, so its id is not reused
-        return hit[1]
-    text = json.dumps(options, sort_keys=True, default=str)
-    if memo is not None:
-        memo[id(options)] = (options, text)
-    return text
+    hit = memo.get(id(options))
+    if hit is None or hit[0] is not options:  # the memo holds the object, so its id is not reused meanwhile
+        hit = memo[id(options)] = (options, json.dumps(options, sort_keys=True, default=str))
+    return hit[1]
 
 
 def _group_key(run: PlannedRun, *, by: str = "cell", memo: dict[int, tuple[Any, str]] | None = None) -> tuple:
@@ -170,7 +167,7 @@ def _group_key(run: PlannedRun, *, by: str = "cell", memo: dict[int, tuple[Any, 
         s.variant,
         repr(s.epsilon),
         repr(s.delta),
-        _options_json(s.options, memo=memo),
+        _options_json(s.options, memo={} if memo is None else memo),
         s.accountant,
         s.profile,
         s.sampling,
