@@ -95,12 +95,13 @@ def _assert_trees_close(a, b, rtol=RTOL):
 
 @functools.lru_cache(maxsize=None)
 def _case_reference(case, unit):
-    """The case's data, its per-unit norms and the vmap(grad) reference compiled once with C a
-    traced argument (the shared sweep step's form; a case's clip levels reuse the program)."""
+    """The case's data and its reference compiled once, C a traced argument (the shared sweep step's
+    form; a case's clip levels reuse the program): one program returns the per-unit norms of
+    :func:`_reference_norms` and the vmap(grad) clipped sum with its statistics."""
     logits_fn, tapped, params, x, y, mask = _case(case, unit)
 
     def reference(p, x, y, m, c):
-        return vmap_clipped_sum(
+        clipped, stats = vmap_clipped_sum(
             logits_fn=logits_fn,
             loss_fn=cross_entropy,
             unit=unit,
@@ -111,16 +112,9 @@ def _case_reference(case, unit):
             mask=m,
             key=jax.random.key(0),
         )
+        return _reference_norms(logits_fn, p, x, y, m, unit), clipped, stats
 
-    norms = _norms_fn(case, unit)(params, x, y, mask)
-    return tapped, (params, x, y, mask), norms, jax.jit(reference)
-
-
-@functools.lru_cache(maxsize=None)
-def _norms_fn(case, unit):
-    """:func:`_reference_norms` of the case's model, compiled once (the mask an argument)."""
-    logits_fn = _case(case, unit)[0]
-    return jax.jit(lambda p, x, y, m: _reference_norms(logits_fn, p, x, y, m, unit))
+    return tapped, (params, x, y, mask), jax.jit(reference)
 
 
 @functools.lru_cache(maxsize=None)
@@ -149,13 +143,14 @@ def _bookkeeping(case, unit, chunk_size):
 @pytest.mark.parametrize("clip", ["tiny", "median", "huge"])
 @pytest.mark.parametrize("chunk_size", [None, 5])
 def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
-    _, (params, x, y, mask), norms, reference = _case_reference(case, unit)
+    _, (params, x, y, mask), reference = _case_reference(case, unit)
     bookkeeping = _bookkeeping(case, unit, chunk_size)
+    norms = reference(params, x, y, mask, jnp.float32(1.0))[0]
     real = np.asarray(mask).reshape(norms.shape[0], -1).sum(1) > 0
     # C below every norm, between the two middle real norms (half clipped, half not), above all
     mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1 : real.sum() // 2 + 1]
     clip_norm = jnp.float32({"tiny": 1e-4, "median": float(mid.mean()), "huge": 1e4}[clip])
-    ref, ref_stats = reference(params, x, y, mask, clip_norm)
+    _, ref, ref_stats = reference(params, x, y, mask, clip_norm)
     fast, stats = bookkeeping(params, x, y, mask, clip_norm)
     _assert_trees_close(ref, fast)
     for key in ("num_examples", "num_units", "num_clipped"):
@@ -174,8 +169,8 @@ def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
 @pytest.mark.parametrize("case", CASES[:3], ids=lambda c: f"{c[0]}-{c[1]}")
 def test_per_unit_norms_equal_reference_norms(case):
     """norm_sum over a batch of one real unit is that unit's norm, for each unit in turn."""
-    _, (params, x, y, mask), _, _ = _case_reference(case, "example")
-    norms = _norms_fn(case, "example")(params, x, y, jnp.ones_like(mask))  # every row real
+    _, (params, x, y, mask), reference = _case_reference(case, "example")
+    norms = reference(params, x, y, jnp.ones_like(mask), jnp.float32(1.0))[0]  # every row real
     fn = _bookkeeping(case, "example", 7)
     for i in range(0, norms.shape[0], 5):
         one = jnp.zeros_like(mask).at[i].set(1.0)
