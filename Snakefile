@@ -20,6 +20,7 @@ sys.path.insert(0, workflow.basedir)
 from labeldp import plan as _plan
 from labeldp import batch_fit as _batch_fit
 from labeldp import data_layout as _data_layout
+from labeldp import plan_cost as _plan_cost
 from labeldp.config import gpu_slots_env, jax_cache_env, validate_config
 from labeldp.plan import ConfigError
 
@@ -89,7 +90,7 @@ rule all:
 # Jobs that make a sweep's inputs (fetch, prepare, SimCLR, pre-training) run before any ready sweep: a
 # sweep's priority is its estimated CPU seconds (train.smk), and Snakemake does not pass priorities upstream,
 # so without this the inputs of the longest sweep could wait behind short sweeps.
-UPSTREAM_PRIORITY = 1_000_000_000
+UPSTREAM_PRIORITY = _plan_cost.PRIORITY_CEILING + 1  # 10**9
 
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/prepare.smk"

@@ -105,6 +105,37 @@ def runs_seconds(runs, *, config: Mapping[str, Any], device: str, costs: Mapping
     return sum(run_seconds(r, config=config, device=device, costs=costs) for r in runs)
 
 
+#: the two orders Snakemake may start ready training jobs in (config key ``sweep_order``)
+SWEEP_ORDERS = ("longest_first", "shortest_first")
+#: priorities of training jobs stay below this (the Snakefile gives fetch, prepare and pre-training jobs
+#: ``UPSTREAM_PRIORITY`` = 10**9, so a sweep's inputs are made before any ready sweep starts)
+PRIORITY_CEILING = 10**9 - 1
+
+
+def sweep_priority(seconds: float, *, order: str = "longest_first") -> int:
+    """A training job's Snakemake priority from its estimated seconds (Snakemake starts higher first).
+
+    ``longest_first`` (the default) keeps both cores busy to the end of one uninterrupted run: a long job
+    started last would finish alone while the other core idles. ``shortest_first`` completes the most
+    jobs, and so the most cells, in a run that is stopped before the end (a session-bounded CPU run that
+    a later session resumes): cheap columns are finished and scored before the expensive ones start.
+
+    Args:
+      seconds: the job's estimated CPU seconds for its runs without a record (:func:`runs_seconds`).
+      order: one of :data:`SWEEP_ORDERS`.
+
+    Returns:
+      A priority in ``[0, PRIORITY_CEILING]``.
+
+    Raises:
+      ValueError: an unknown order (the message names the config key and its values).
+    """
+    if order not in SWEEP_ORDERS:
+        raise ValueError(f"sweep_order: {order!r} is not one of {', '.join(SWEEP_ORDERS)}")
+    s = min(max(int(seconds), 0), PRIORITY_CEILING)
+    return s if order == "longest_first" else PRIORITY_CEILING - s
+
+
 def target_runs(
     config: Mapping[str, Any], tables: Sequence[str], *, by_table: Mapping[str, Sequence[plan.PlannedRun]]
 ) -> list[plan.PlannedRun]:

@@ -103,3 +103,29 @@ def test_the_committed_costs_charge_lp_2st_alibi_and_labeldp_pro_their_measured_
     assert plan_cost.step_seconds(rr, device="cpu", costs=costs) == plan_cost.step_seconds(
         rr, device="cpu", costs=unscaled
     )
+
+
+def test_sweep_order_sets_which_ready_job_starts_first_and_stays_below_the_upstream_jobs():
+    """``sweep_order``: longest_first gives the costlier job the higher priority, shortest_first the
+    cheaper one; both stay in [0, PRIORITY_CEILING] (fetch, prepare and pre-training jobs get
+    PRIORITY_CEILING + 1 in the Snakefile), however large the estimate."""
+    cheap, costly, huge = 60.0, 3_600.0, 1e12
+    assert plan_cost.sweep_priority(costly) > plan_cost.sweep_priority(cheap)  # the default
+    assert plan_cost.sweep_priority(cheap, order="shortest_first") > plan_cost.sweep_priority(
+        costly, order="shortest_first"
+    )
+    for order in plan_cost.SWEEP_ORDERS:
+        for seconds in (0.0, cheap, costly, huge):
+            assert 0 <= plan_cost.sweep_priority(seconds, order=order) <= plan_cost.PRIORITY_CEILING
+    with pytest.raises(ValueError, match="sweep_order: 'random' is not one of longest_first, shortest_first"):
+        plan_cost.sweep_priority(cheap, order="random")
+
+
+def test_the_schema_takes_exactly_the_sweep_orders(repo):
+    from labeldp.config import validate_config
+
+    schema = repo / "workflow/schemas/config.schema.yaml"
+    for order in plan_cost.SWEEP_ORDERS:
+        validate_config(repo_config("smoke.yaml", sweep_order=order), schema)
+    with pytest.raises(plan.ConfigError, match="sweep_order"):
+        validate_config(repo_config("smoke.yaml", sweep_order="random"), schema)

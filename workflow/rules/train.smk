@@ -39,12 +39,13 @@ def _job_pretrained(sw):
 
 
 def _job_priority(sw):
-    """The cost model's CPU seconds for the job's runs without a record: Snakemake starts the longest
-    ready jobs first (a long sweep started last would finish alone on one core while the others idle)."""
+    """From the cost model's CPU seconds for the job's runs without a record, in the config's
+    ``sweep_order`` (longest ready jobs first by default: :func:`labeldp.plan_cost.sweep_priority`)."""
     from labeldp import plan_cost
 
     pending = [r for r in sw.runs if not os.path.exists(r.record_path)]
-    return int(plan_cost.runs_seconds(pending, config=config, device="cpu"))
+    seconds = plan_cost.runs_seconds(pending, config=config, device="cpu")
+    return plan_cost.sweep_priority(seconds, order=config.get("sweep_order", "longest_first"))
 
 
 def _sweep_data(wc):
