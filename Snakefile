@@ -87,10 +87,11 @@ rule all:
         lambda wc: sweep_markers(TABLES + FIGURES),
 
 
-# Jobs that make a sweep's inputs (fetch, prepare, SimCLR, pre-training) run before any ready sweep: a
-# sweep's priority is its estimated CPU seconds (train.smk), and Snakemake does not pass priorities upstream,
-# so without this the inputs of the longest sweep could wait behind short sweeps.
-UPSTREAM_PRIORITY = _plan_cost.PRIORITY_CEILING + 1  # 10**9
+# Jobs that make a sweep's inputs (fetch, prepare, SimCLR, pre-training) and the successive-halving
+# checkpoints run before any ready sweep: a sweep's priority is labeldp.plan_cost.job_priority (at most
+# PRIORITY_CEILING, in either sweep_order), and Snakemake does not pass priorities upstream, so without
+# this a sweep's inputs, or a finished cell's stage 2, could wait behind other ready sweeps.
+UPSTREAM_PRIORITY = _plan_cost.UPSTREAM_PRIORITY
 
 include: "workflow/rules/fetch.smk"
 include: "workflow/rules/prepare.smk"

@@ -105,27 +105,33 @@ def runs_seconds(runs, *, config: Mapping[str, Any], device: str, costs: Mapping
     return sum(run_seconds(r, config=config, device=device, costs=costs) for r in runs)
 
 
-#: the two orders Snakemake may start ready training jobs in (config key ``sweep_order``)
+#: the orders Snakemake may start ready training jobs in (config key ``sweep_order``), the default first
 SWEEP_ORDERS = ("longest_first", "shortest_first")
-#: priorities of training jobs stay below this (the Snakefile gives fetch, prepare and pre-training jobs
-#: ``UPSTREAM_PRIORITY`` = 10**9, so a sweep's inputs are made before any ready sweep starts)
-PRIORITY_CEILING = 10**9 - 1
+DEFAULT_SWEEP_ORDER = SWEEP_ORDERS[0]
+#: training (sweep and audit) jobs' priorities lie in ``[0, PRIORITY_CEILING]``; estimates above it (about
+#: 116 days) tie. Kept small: Snakemake's MILP scheduler weighs priorities in floating point
+PRIORITY_CEILING = 10**7
+#: the priority of jobs that make a sweep's inputs (fetch, prepare, SimCLR, pre-training) and of the
+#: successive-halving checkpoints, above every training job's (the Snakefile; Snakemake does not pass
+#: priorities upstream, so a sweep's inputs could otherwise wait behind other ready sweeps)
+UPSTREAM_PRIORITY = 10**9
 
 
-def sweep_priority(seconds: float, *, order: str = "longest_first") -> int:
+def sweep_priority(seconds: float, *, order: str = DEFAULT_SWEEP_ORDER) -> int:
     """A training job's Snakemake priority from its estimated seconds (Snakemake starts higher first).
 
     ``longest_first`` (the default) keeps both cores busy to the end of one uninterrupted run: a long job
     started last would finish alone while the other core idles. ``shortest_first`` completes the most
-    jobs, and so the most cells, in a run that is stopped before the end (a session-bounded CPU run that
-    a later session resumes): cheap columns are finished and scored before the expensive ones start.
+    jobs in a run that is stopped before the end (a session-bounded CPU run that a later session
+    resumes); where a cell is one job (a halving table's stage 1 with at most ``sweep_max_runs`` points),
+    its cheap cells finish, pass their checkpoint and are scored before the expensive ones start.
 
     Args:
       seconds: the job's estimated CPU seconds for its runs without a record (:func:`runs_seconds`).
       order: one of :data:`SWEEP_ORDERS`.
 
     Returns:
-      A priority in ``[0, PRIORITY_CEILING]``.
+      A priority in ``[0, PRIORITY_CEILING]``, below :data:`UPSTREAM_PRIORITY`.
 
     Raises:
       ValueError: an unknown order (the message names the config key and its values).
@@ -134,6 +140,20 @@ def sweep_priority(seconds: float, *, order: str = "longest_first") -> int:
         raise ValueError(f"sweep_order: {order!r} is not one of {', '.join(SWEEP_ORDERS)}")
     s = min(max(int(seconds), 0), PRIORITY_CEILING)
     return s if order == "longest_first" else PRIORITY_CEILING - s
+
+
+def job_priority(runs, *, config: Mapping[str, Any]) -> int:
+    """A training job's Snakemake priority (workflow/rules/train.smk and audit.smk).
+
+    Args:
+      runs: the job's planned runs without a record.
+      config: the workflow config; its ``sweep_order`` (default :data:`DEFAULT_SWEEP_ORDER`) sets the order.
+
+    Returns:
+      :func:`sweep_priority` of the runs' estimated CPU seconds.
+    """
+    seconds = runs_seconds(runs, config=config, device="cpu")
+    return sweep_priority(seconds, order=config.get("sweep_order", DEFAULT_SWEEP_ORDER))
 
 
 def target_runs(

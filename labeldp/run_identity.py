@@ -45,7 +45,7 @@ def format_eps(eps: float) -> str:
     return "inf" if math.isinf(eps) else repr(float(eps))
 
 
-def hp_id(hparams: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+def hp_id(hparams: Mapping[str, Any], *, defaults: Mapping[str, Any] | None = None) -> str:
     """A readable, path-safe id of a grid point (``bs1024-ep10-lr0.1``).
 
     Args:
@@ -94,7 +94,7 @@ def grid_point_path(spec: RunSpec) -> str:
     Returns:
       ``<cell_path>/<hp_id>``, optional hyper-parameters at their defaults left out.
     """
-    return f"{cell_path(spec)}/{hp_id(spec.hparams, optional_hyperparameters(spec.method))}"
+    return f"{cell_path(spec)}/{hp_id(spec.hparams, defaults=optional_hyperparameters(spec.method))}"
 
 
 def seed_part(seed: int) -> str:

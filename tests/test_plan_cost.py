@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from labeldp import plan, plan_cost
+from labeldp.config import SCHEMA, validate_config
 from tests.helpers import repo_config
 
 
@@ -105,15 +107,16 @@ def test_the_committed_costs_charge_lp_2st_alibi_and_labeldp_pro_their_measured_
     )
 
 
-def test_sweep_order_sets_which_ready_job_starts_first_and_stays_below_the_upstream_jobs():
+def test_sweep_order_sets_which_ready_job_starts_first_and_stays_below_the_upstream_priority():
     """``sweep_order``: longest_first gives the costlier job the higher priority, shortest_first the
-    cheaper one; both stay in [0, PRIORITY_CEILING] (fetch, prepare and pre-training jobs get
-    PRIORITY_CEILING + 1 in the Snakefile), however large the estimate."""
+    cheaper one; both stay in [0, PRIORITY_CEILING], below UPSTREAM_PRIORITY (the Snakefile's priority of
+    fetch, prepare, pre-training and halving checkpoints), however large the estimate."""
     cheap, costly, huge = 60.0, 3_600.0, 1e12
     assert plan_cost.sweep_priority(costly) > plan_cost.sweep_priority(cheap)  # the default
     assert plan_cost.sweep_priority(cheap, order="shortest_first") > plan_cost.sweep_priority(
         costly, order="shortest_first"
     )
+    assert plan_cost.PRIORITY_CEILING < plan_cost.UPSTREAM_PRIORITY
     for order in plan_cost.SWEEP_ORDERS:
         for seconds in (0.0, cheap, costly, huge):
             assert 0 <= plan_cost.sweep_priority(seconds, order=order) <= plan_cost.PRIORITY_CEILING
@@ -121,11 +124,29 @@ def test_sweep_order_sets_which_ready_job_starts_first_and_stays_below_the_upstr
         plan_cost.sweep_priority(cheap, order="random")
 
 
-def test_the_schema_takes_exactly_the_sweep_orders(repo):
-    from labeldp.config import validate_config
+def test_a_jobs_priority_follows_the_configs_sweep_order():
+    """:func:`plan_cost.job_priority` (what train.smk and audit.smk give a job) reads ``sweep_order``:
+    a cheap and a costly job of the smoke plan swap places between the two orders."""
+    cfg = repo_config("smoke.yaml")
+    by_cost = sorted(
+        (plan.select_runs(cfg, [t]) for t in ("table15", "table5_mnist")),
+        key=lambda rs: plan_cost.runs_seconds(rs, config=cfg, device="cpu"),
+    )
+    cheap, costly = by_cost[0][:1], by_cost[1]
+    assert plan_cost.runs_seconds(cheap, config=cfg, device="cpu") < plan_cost.runs_seconds(
+        costly, config=cfg, device="cpu"
+    )
+    assert plan_cost.job_priority(costly, config=cfg) > plan_cost.job_priority(cheap, config=cfg)  # default
+    longest = {**cfg, "sweep_order": "longest_first"}
+    assert plan_cost.job_priority(costly, config=longest) > plan_cost.job_priority(cheap, config=longest)
+    shortest = {**cfg, "sweep_order": "shortest_first"}
+    assert plan_cost.job_priority(cheap, config=shortest) > plan_cost.job_priority(costly, config=shortest)
 
-    schema = repo / "workflow/schemas/config.schema.yaml"
+
+def test_the_schema_takes_exactly_the_sweep_orders():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    assert schema["properties"]["sweep_order"]["enum"] == list(plan_cost.SWEEP_ORDERS)
     for order in plan_cost.SWEEP_ORDERS:
-        validate_config(repo_config("smoke.yaml", sweep_order=order), schema)
+        validate_config(repo_config("smoke.yaml", sweep_order=order), SCHEMA)
     with pytest.raises(plan.ConfigError, match="sweep_order"):
-        validate_config(repo_config("smoke.yaml", sweep_order="random"), schema)
+        validate_config(repo_config("smoke.yaml", sweep_order="random"), SCHEMA)

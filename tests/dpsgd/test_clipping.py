@@ -95,9 +95,9 @@ def _assert_trees_close(a, b, rtol=RTOL):
 
 @functools.lru_cache(maxsize=None)
 def _case_reference(case, unit):
-    """The case's data and its reference compiled once, C a traced argument (the shared sweep step's
-    form; a case's clip levels reuse the program): one program returns the per-unit norms of
-    :func:`_reference_norms` and the vmap(grad) clipped sum with its statistics."""
+    """The case's data, its per-unit norms and its reference compiled once, C a traced argument (the
+    shared sweep step's form; a case's clip levels reuse the program): one program returns the per-unit
+    norms of :func:`_reference_norms` and the vmap(grad) clipped sum with its statistics."""
     logits_fn, tapped, params, x, y, mask = _case(case, unit)
 
     def reference(p, x, y, m, c):
@@ -114,7 +114,9 @@ def _case_reference(case, unit):
         )
         return _reference_norms(logits_fn, p, x, y, m, unit), clipped, stats
 
-    return tapped, (params, x, y, mask), jax.jit(reference)
+    reference = jax.jit(reference)
+    norms = reference(params, x, y, mask, jnp.float32(1.0))[0]  # the per-unit norms, once per case
+    return tapped, (params, x, y, mask), norms, reference
 
 
 @functools.lru_cache(maxsize=None)
@@ -143,9 +145,8 @@ def _bookkeeping(case, unit, chunk_size):
 @pytest.mark.parametrize("clip", ["tiny", "median", "huge"])
 @pytest.mark.parametrize("chunk_size", [None, 5])
 def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
-    _, (params, x, y, mask), reference = _case_reference(case, unit)
+    _, (params, x, y, mask), norms, reference = _case_reference(case, unit)
     bookkeeping = _bookkeeping(case, unit, chunk_size)
-    norms = reference(params, x, y, mask, jnp.float32(1.0))[0]
     real = np.asarray(mask).reshape(norms.shape[0], -1).sum(1) > 0
     # C below every norm, between the two middle real norms (half clipped, half not), above all
     mid = np.sort(np.asarray(norms)[real])[real.sum() // 2 - 1 : real.sum() // 2 + 1]
@@ -169,7 +170,7 @@ def test_bookkeeping_equals_vmap_reference(case, unit, clip, chunk_size):
 @pytest.mark.parametrize("case", CASES[:3], ids=lambda c: f"{c[0]}-{c[1]}")
 def test_per_unit_norms_equal_reference_norms(case):
     """norm_sum over a batch of one real unit is that unit's norm, for each unit in turn."""
-    _, (params, x, y, mask), reference = _case_reference(case, "example")
+    _, (params, x, y, mask), _, reference = _case_reference(case, "example")
     norms = reference(params, x, y, jnp.ones_like(mask), jnp.float32(1.0))[0]  # every row real
     fn = _bookkeeping(case, "example", 7)
     for i in range(0, norms.shape[0], 5):

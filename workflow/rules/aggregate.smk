@@ -49,7 +49,9 @@ def _halving_stage_one(wc):
 
 
 checkpoint halving_select:
-    """A successive-halving cell's kept grid points, from its stage-1 records (labeldp.halving)."""
+    """A successive-halving cell's kept grid points, from its stage-1 records (labeldp.halving). Cheap, and
+    it unblocks the cell's stage 2: it runs before any ready sweep (UPSTREAM_PRIORITY)."""
+    priority: UPSTREAM_PRIORITY
     input:
         _halving_stage_one,
     output:

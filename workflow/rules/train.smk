@@ -40,12 +40,8 @@ def _job_pretrained(sw):
 
 def _job_priority(sw):
     """From the cost model's CPU seconds for the job's runs without a record, in the config's
-    ``sweep_order`` (longest ready jobs first by default: :func:`labeldp.plan_cost.sweep_priority`)."""
-    from labeldp import plan_cost
-
-    pending = [r for r in sw.runs if not os.path.exists(r.record_path)]
-    seconds = plan_cost.runs_seconds(pending, config=config, device="cpu")
-    return plan_cost.sweep_priority(seconds, order=config.get("sweep_order", "longest_first"))
+    ``sweep_order`` (longest ready jobs first by default: :func:`labeldp.plan_cost.job_priority`)."""
+    return _plan_cost.job_priority([r for r in sw.runs if not os.path.exists(r.record_path)], config=config)
 
 
 def _sweep_data(wc):
@@ -63,10 +59,8 @@ def _sweep_pretrained(wc):
 def _runtime_minutes(runs):
     """Minutes a cluster job that trains ``runs`` may run: the cost model's GPU estimate, doubled, plus 10
     (the sweep rule here, audit.smk's audit_sweep)."""
-    from labeldp import plan_cost
-
-    secs = plan_cost.runs_seconds(runs, config=config, device="gpu")
-    return int(2 * (secs + float(plan_cost.load_costs()["seconds_per_job"]["gpu"])) / 60) + 10
+    secs = _plan_cost.runs_seconds(runs, config=config, device="gpu")
+    return int(2 * (secs + float(_plan_cost.load_costs()["seconds_per_job"]["gpu"])) / 60) + 10
 
 
 def _sweep_runtime_minutes(wc):

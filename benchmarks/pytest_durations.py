@@ -7,11 +7,12 @@ tests that run then take longer than they do alone: compare revisions in one inv
 
 Usage (runs the suite, or reads the log of a run made with ``--durations=0``)::
 
-    .venv/bin/python benchmarks/test_durations.py --out benchmarks/results/test_durations_cpu
-    .venv/bin/python benchmarks/test_durations.py --log /tmp/pytest.log --revision fbb3fdbe \\
-        --out benchmarks/results/test_durations_cpu
+    .venv/bin/python benchmarks/pytest_durations.py --out benchmarks/results/pytest_durations_cpu
+    .venv/bin/python benchmarks/pytest_durations.py --log /tmp/pytest.log --revision fbb3fdbe \\
+        --out benchmarks/results/pytest_durations_cpu
 
-Writes ``<out>.json`` and ``<out>.md``.
+Writes ``<out>.json`` and ``<out>.md``. pytest lists every phase (setup, call, teardown) of at least 5 ms;
+shorter ones are not counted.
 """
 
 from __future__ import annotations
@@ -40,6 +41,14 @@ DURATION_LINE = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S+)$")
 SUMMARY_LINE = re.compile(r"^=*\s*(.*?) in ([\d.]+)s")
 
 
+def _memory_gib() -> str:
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        return f"{kib / 2**20:.0f}"
+    except (OSError, IndexError, ValueError):
+        return "unknown"
+
+
 def summarize(log: str) -> dict:
     """Per-file and per-test-function totals of a ``--durations=0`` log.
 
@@ -48,7 +57,8 @@ def summarize(log: str) -> dict:
 
     Returns:
       ``{"wall_seconds", "outcome", "summed_seconds", "by_file", "by_test"}``; the last two are
-      ``[name, seconds, items]`` rows, largest first (``items``: parametrizations and phases summed).
+      ``[name, seconds, phases]`` rows, largest first (``phases``: the listed setup, call and teardown
+      phases of the parametrizations summed, each at least 5 ms).
 
     Raises:
       ValueError: the log has no durations report (run pytest with ``--durations=0``).
@@ -66,7 +76,7 @@ def summarize(log: str) -> dict:
             items_test[test] += 1
             continue
         s = SUMMARY_LINE.match(line.strip())
-        if s and ("passed" in s.group(1) or "failed" in s.group(1)):
+        if s and any(w in s.group(1) for w in ("passed", "failed", "error")):
             outcome, wall = s.group(1).strip("= "), float(s.group(2))
     if not by_file:
         raise ValueError("no durations report in the log: run pytest with --durations=0 (every item listed)")
@@ -80,32 +90,49 @@ def summarize(log: str) -> dict:
 
 
 def render(result: dict, *, top: int = 30) -> str:
+    """The Markdown report.
+
+    Args:
+      result: what :func:`main` writes as JSON (machine, revision, source, conditions, summary).
+      top: rows per table.
+
+    Returns:
+      The report's text.
+    """
     s = result["summary"]
     lines = [
         "# Test suite durations (README command 2's pytest run), per file and per test function",
         "",
-        f"`benchmarks/test_durations.py`, {result['machine']}, revision {result['revision']}, "
+        f"`benchmarks/pytest_durations.py`, {result['machine']}, revision {result['revision']}, "
         f"written {result['when']}; source: {result['source']}; conditions: {result['conditions']}.",
         "",
-        f"pytest: {s['outcome']} in {s['wall_seconds']} s wall; the items' durations sum to {s['summed_seconds']} s "
-        "(the background smoke DAG's own jobs are not items: they share the cores with the first tests).",
+        f"pytest: {s['outcome']} in {s['wall_seconds']} s wall; the listed phases' durations sum to {s['summed_seconds']} s "
+        "(the background smoke DAG's own jobs are not listed: they share the cores with the first tests).",
         "",
         f"## Files, top {top}",
         "",
-        "| seconds | items | file |",
+        "| seconds | phases listed | file |",
         "| ---: | ---: | --- |",
     ]
     lines += [f"| {sec:.1f} | {n} | `{name}` |" for name, sec, n in s["by_file"][:top]]
-    lines += ["", f"## Test functions (parametrizations summed), top {top}", "", "| seconds | items | test |"]
+    lines += ["", f"## Test functions (parametrizations summed), top {top}", "", "| seconds | phases listed | test |"]
     lines += ["| ---: | ---: | --- |"]
     lines += [f"| {sec:.1f} | {n} | `{name}` |" for name, sec, n in s["by_test"][:top]]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
+    """Runs the suite (or reads ``--log``) and writes the report.
+
+    Args:
+      argv: command-line arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+      The exit status: 0, or 1 when pytest itself failed to produce a report.
+    """
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--log", help="a pytest --durations=0 log to read instead of running the suite")
-    ap.add_argument("--revision", help="the revision the log's run tested (default: HEAD)")
+    ap.add_argument("--revision", help="the revision the log's run tested (required with --log)")
     ap.add_argument("--out", required=True, help="output path without extension")
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--conditions", default="", help="what else the machine ran (stated in the report)")
@@ -113,10 +140,20 @@ def main(argv=None) -> int:
     if args.log:
         if not Path(args.log).is_file():
             ap.error(f"--log {args.log}: no such file (give the log of a pytest run with --durations=0)")
+        if not args.revision:
+            ap.error("--log needs --revision: the revision whose suite the log timed (HEAD may be another)")
         text = Path(args.log).read_text()
     else:
         cmd = [sys.executable, "-m", "pytest", "-q", "--durations=0", "-p", "no:cacheprovider"]
-        text = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True).stdout
+        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        text = done.stdout
+        if done.returncode not in (0, 1):  # 1: some tests failed, still a durations report
+            print(f"pytest exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}", file=sys.stderr)
+            return 1
+    try:
+        summary = summarize(text)
+    except ValueError as err:
+        ap.error(f"{args.log or 'the pytest run'}: {err}")
     revision = (
         args.revision
         or subprocess.run(
@@ -125,12 +162,12 @@ def main(argv=None) -> int:
     )
     conditions = args.conditions or ("" if args.log else f"load average at the end {loadavg()}")
     result = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {_memory_gib()} GiB",
         "conditions": conditions or "not stated",
         "revision": revision,
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "source": args.log or "pytest run by this script",
-        "summary": summarize(text),
+        "summary": summary,
     }
     write_text_atomic(Path(f"{args.out}.json"), json.dumps(result, indent=1) + "\n")
     write_text_atomic(Path(f"{args.out}.md"), render(result, top=args.top))
