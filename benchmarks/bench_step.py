@@ -26,8 +26,10 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import platform
+import re
 import statistics
 import sys
 import time
@@ -52,6 +54,15 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def memory_gib() -> float:
+    """The machine's total memory in GiB (``/proc/meminfo``), NaN where it cannot be read."""
+    try:
+        mem = re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
+    except OSError:
+        return math.nan
+    return int(mem.group(1)) / 2**20 if mem else math.nan
 
 
 def loadavg() -> list[float]:

@@ -47,10 +47,8 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import math
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -62,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_step import cpu_model, loadavg  # noqa: E402
+from bench_step import cpu_model, loadavg, memory_gib  # noqa: E402
 from user_level_report import PAPER, PAPER_RATIO, render  # noqa: E402  (the markdown report)
 from user_level_worker import METHODS, VOCAB_SIZES  # noqa: E402  (the timed process)
 
@@ -163,11 +161,10 @@ def main(argv=None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    mem = re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
     machine = {
         "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
-        "mem_total_gib": int(mem.group(1)) / 2**20 if mem else math.nan,
+        "mem_total_gib": memory_gib(),
         "jax": jax.__version__,
         "jax_backend": results[0]["jax_backend"],
         "devices": results[0]["devices"],

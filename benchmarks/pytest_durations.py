@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import cpu_model, loadavg  # noqa: E402
+from bench_step import cpu_model, loadavg, memory_gib  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -39,14 +39,6 @@ from labeldp.atomic_io import write_text_atomic  # noqa: E402
 DURATION_LINE = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S+)$")
 #: pytest's summary line: ``1597 passed, 9 warnings in 1574.78s (0:26:14)``
 SUMMARY_LINE = re.compile(r"^=*\s*(.*?) in ([\d.]+)s")
-
-
-def _memory_gib() -> str:
-    try:
-        kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
-        return f"{kib / 2**20:.0f}"
-    except (OSError, IndexError, ValueError):
-        return "unknown"
 
 
 def summarize(log: str) -> dict:
@@ -162,7 +154,7 @@ def main(argv=None) -> int:
     )
     conditions = args.conditions or ("" if args.log else f"load average at the end {loadavg()}")
     result = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {_memory_gib()} GiB",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB",
         "conditions": conditions or "not stated",
         "revision": revision,
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
