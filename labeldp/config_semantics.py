@@ -49,11 +49,15 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
     """Checks the schema cannot express; raises :class:`ConfigError` naming the key."""
     if config["grid"] not in config["grids"]:
         raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
-    unknown = sorted(set(config.get("scorecard_tables") or ()) - set(config["tables"]))
-    if unknown:
-        raise ConfigError(
-            f"scorecard_tables: {unknown} are not tables of this config; known: {sorted(config['tables'])}"
-        )
+    for key in ("scorecard_tables", "claim_tables"):
+        unknown = sorted(set(config.get(key) or ()) - set(config["tables"]))
+        if unknown:
+            raise ConfigError(f"{key}: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
+    for table in config.get("claim_tables") or ():
+        if not config["tables"][table].get("claims"):
+            raise ConfigError(
+                f"claim_tables: {table!r} has no claims; give it a `claims` list or drop it from claim_tables"
+            )
     for table, tcfg in config["tables"].items():
         if tcfg.get("renderer") in SOURCE_RENDERERS:  # built from other tables' records (000 Tables 11, 12, ...)
             _check_sources(config, table, tcfg)

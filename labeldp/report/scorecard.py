@@ -224,9 +224,28 @@ def _read_csv(path: Path) -> list[dict[str, Any]]:
         return list(csv.DictReader(f))
 
 
+def claims_only(config: Mapping[str, Any]) -> list[str]:
+    """The tables whose claims the scorecard evaluates without scoring their cells: config ``claim_tables``
+    less ``scorecard_tables`` (experiment tables of a dated report, e.g. a method at a setting found off the
+    paper's grid beside the grid's selected cell: the comparison is the point, the cell is not the paper's)."""
+    scored = config.get("scorecard_tables")
+    if scored is None:  # every table is scored, claims included
+        return []
+    return [t for t in config.get("claim_tables") or () if t not in scored]
+
+
 def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[dict], list[dict], list[ClaimResult]]:
-    """Returns (cell rows, per-table summary rows, claim results)."""
+    """Returns (cell rows, per-table summary rows, claim results).
+
+    Args:
+      config: the workflow config (``tables``, ``tolerance``, ``scorecard_tables``, ``claim_tables``).
+      csv_paths: the tidy table CSVs; a table in :func:`claims_only` contributes its claims only.
+
+    Returns:
+      The scored cell rows, one summary row per scored table, and every claim's result in input order.
+    """
     tol = config.get("tolerance") or {}
+    unscored = set(claims_only(config))
     cell_rows, summary, claims = [], [], []
     for p in csv_paths:
         own = config["tables"].get(Path(p).stem) or {}
@@ -240,6 +259,9 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
         if (
             tcfg.get("renderer") in SOURCE_RENDERERS
         ):  # timings on other hardware; intersection brackets: shown, not scored
+            continue
+        if table in unscored:
+            claims += [evaluate_claim(table, c, rows, tcfg["metric"]) for c in tcfg.get("claims", [])]
             continue
         scored = score_cells(rows, tol)
         cell_rows += scored
@@ -277,6 +299,13 @@ def render_markdown(config: Mapping[str, Any], cell_rows, summary, claims) -> st
         "- built only from the tables' tidy CSVs (themselves built only from result records and the "
         "published values); `not run` cells are counted, never scored; a cell whose grid is only partly searched "
         "(fewer records than planned runs) shows its difference but is not scored until the search is complete",
+        *(
+            [
+                f"- claims also evaluated on experiment tables whose cells are not scored: {', '.join(claims_only(config))}"
+            ]
+            if claims_only(config)
+            else []
+        ),
         "",
         "## Per table",
         "",

@@ -199,3 +199,45 @@ def test_a_partly_searched_cell_shows_its_difference_but_is_not_scored():
     assert partial["within_tolerance"] == "" and partial["search"] == "partial: 29 of 108 runs"
     assert partial["abs_diff"] == pytest.approx(2.5)
     assert full["within_tolerance"] is False and full["search"] == ""
+
+
+def _write(path, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_claim_tables_give_their_claims_but_not_their_cells(tmp_path):
+    cfg = repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table14"])
+    scored = [_row(c, 0.1, 90.0, paper=90.0, table="table5_mnist") for c in ("labeldp_pro", "dpsgd")]
+    # table14: LabelDP-Pro below DP-SGD and both far from the paper; its claim must fail, its cells stay unscored
+    exp = [_row("labeldp_pro", e, 60.0, paper=80.0, table="table14") for e in (0.1, 0.2, 0.5)]
+    exp += [
+        _row(c, e, 70.0, paper=75.0, table="table14")
+        for c in ("dpsgd", "rr", "rr_debiased", "lp_2st", "alibi")
+        for e in (0.1, 0.2, 0.5)
+    ]
+    paths = [_write(tmp_path / "table5_mnist.csv", scored), _write(tmp_path / "table14.csv", exp)]
+    cells, summary, claims = S.build(cfg, paths)
+    assert [s["table"] for s in summary] == ["table5_mnist"]
+    assert {r["table"] for r in cells} == {"table5_mnist"}
+    by_table = {(c.table, c.claim): c.verdict for c in claims}
+    assert by_table[("table14", "pro_beats_dpsgd_and_baselines_small_eps")] == "fails"
+    md = S.render_markdown(cfg, cells, summary, claims)
+    assert "whose cells are not scored: table14" in md
+    # without scorecard_tables every table is scored, claim_tables changes nothing
+    cfg_all = repo_config(claim_tables=["table14"])
+    assert S.claims_only(cfg_all) == []
+    assert {s["table"] for s in S.build(cfg_all, paths)[1]} == {"table5_mnist", "table14"}
+
+
+def test_claim_tables_must_be_tables_with_claims():
+    validate_semantics(repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table14"]))
+    with pytest.raises(ConfigError, match=r"claim_tables: \['table99'\]"):
+        validate_semantics(repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table99"]))
+    cfg = repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table14"])
+    del cfg["tables"]["table14"]["claims"]
+    with pytest.raises(ConfigError, match="claim_tables: 'table14' has no claims"):
+        validate_semantics(cfg)

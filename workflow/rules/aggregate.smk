@@ -148,10 +148,12 @@ rule figure:
 
 
 def _scored(names):
-    """The tables / figures the scorecard covers: config ``scorecard_tables`` (a dated report's own
-    tables), default all of them."""
+    """The tables / figures the scorecard reads: config ``scorecard_tables`` (a dated report's own
+    tables), default all of them, and ``claim_tables`` (their claims only: labeldp.report.scorecard.claims_only)."""
     chosen = config.get("scorecard_tables")
-    return names if chosen is None else [t for t in names if t in chosen]
+    if chosen is None:
+        return names
+    return [t for t in names if t in chosen or t in (config.get("claim_tables") or ())]
 
 
 rule scorecard:
