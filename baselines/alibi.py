@@ -53,6 +53,9 @@ from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
 NAME = "alibi"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 DATASET_KINDS = ("image", "features")
+#: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
+#: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
+HELDOUT_SELECTION_BY_RUNNER = True
 
 MECHANISM = "alibi_laplace (Laplace(2/eps) on one-hot labels; pure eps-label-DP, each label noised once)"
 PRIOR_MODES = ("step", "epoch", "uniform")

@@ -74,6 +74,9 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 #: as grid axes (their defaults: the options', else 0.4 and 1)
 OPTIONAL_HYPERPARAMETERS = {"mixup_alpha1": 0.0, "mixup_alpha2": 0.0, "stage1_fraction": 0.4, "temperature": 1.0}
 DATASET_KINDS = ("image", "features", "ratings")  # ratings: 001 Table 3 (MovieLens-1M, NCF)
+#: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
+#: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
+HELDOUT_SELECTION_BY_RUNNER = True
 
 MECHANISM = (
     "lp_mst (randomized_response in stage 1, rr_with_prior in stage 2; pure eps-label-DP, each label queried once)"

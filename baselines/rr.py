@@ -24,6 +24,9 @@ from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
 NAME = "rr"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data (labeldp.tasks.ads; 000 Table 7 per user)
+#: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
+#: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
+HELDOUT_SELECTION_BY_RUNNER = True
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 

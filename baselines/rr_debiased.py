@@ -25,6 +25,9 @@ from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
 NAME = "rr_debiased"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
 DATASET_KINDS = ("image", "features")
+#: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
+#: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
+HELDOUT_SELECTION_BY_RUNNER = True
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 

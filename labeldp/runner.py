@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any, Mapping, Sequence
 
-from labeldp import records, tasks
+from labeldp import records, selection, tasks
 from labeldp.methods import registry
 from labeldp.methods.base import MethodResult, RunSpec
 from labeldp.pretrained_init import attach
@@ -24,11 +24,15 @@ from labeldp.pretraining import add_pretrained_argument, parse_pretrained_args
 
 
 def run_spec(spec: RunSpec, data) -> MethodResult:
-    """Runs ``spec`` on prepared ``data`` with the method's module."""
+    """Runs ``spec`` on prepared ``data`` with the method's module; for a method that releases labels
+    and then trains, held-out selection (:func:`labeldp.selection.selected_by_runner`) happens here."""
     method = registry.get_method(spec.method)
     kind = tasks.data_kind(data)
     if kind not in method.DATASET_KINDS:
         raise ValueError(f"method {spec.method} does not run on {kind} datasets")
+    if selection.selected_by_runner(method, spec):
+        heldout = selection.heldout_data(data, spec)
+        return selection.score_heldout(method.run(heldout.fit_data, heldout.fit_spec), heldout)
     return method.run(data, spec)
 
 

@@ -15,6 +15,12 @@ cost; :mod:`labeldp.report.search_cost`). The held-out protocol removes the firs
    symmetric RR, ``E[noisy accuracy] = 1/K + (acc - 1/K) (e^eps K - K) / ((e^eps + K - 1)(K - 1))``,
    increasing in the true accuracy, so the ranking is right in expectation.
 
+Two implementations of step 3 share steps 1-2: the DP-SGD family trains and scores inside its own
+loop (:func:`labeldp.methods.private_training.training_arrays`); a method that releases labels
+and then trains (RR, RR-Debiased, LP-2ST, ALIBI: module flag ``HELDOUT_SELECTION_BY_RUNNER``) runs on
+:func:`heldout_data`'s fitting rows and the runner scores it with :func:`score_heldout`, from the
+log-probabilities every method reports at ``data.audit_inputs`` (set to the held-out rows).
+
 Privacy (label substitution, 000 Definition 2): the training part is the run's mechanism, the
 held-out part is RR; they read disjoint examples, so by parallel composition the run is
 ``max(eps_run, validation_epsilon)``-label-DP (:func:`with_validation_release`). Under
@@ -28,8 +34,9 @@ import math
 
 import numpy as np
 
+from labeldp.accounting.checks import relation_name
 from labeldp.mechanisms.classification import randomized_response
-from labeldp.methods.base import PrivacyOutcome
+from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
 
 __all__ = [
     "VALIDATION_SEED",
@@ -37,7 +44,15 @@ __all__ = [
     "release_validation_labels",
     "noisy_accuracy_pct",
     "with_validation_release",
+    "SELECTION_OPTIONS",
+    "HeldOut",
+    "selected_by_runner",
+    "heldout_data",
+    "score_heldout",
 ]
+
+#: The variant options that ask for honest selection.
+SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")
 
 VALIDATION_SEED = 20231
 """Fixes the held-out rows (and the held-out labels' release stream): public, the same everywhere."""
@@ -90,7 +105,10 @@ def with_validation_release(privacy: PrivacyOutcome, *, epsilon: float, fraction
     """
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"validation_epsilon must be a finite eps > 0, got {epsilon}")
-    by_rel = {rel: max(float(e), epsilon) for rel, e in (privacy.epsilon_by_relation or {}).items()}
+    # a label randomizer states one relation (label substitution) and no accountant's record: once the release is
+    # in its accounting record, the record must also state eps under that relation (PrivacyOutcome.to_dict)
+    stated = privacy.epsilon_by_relation or {relation_name(privacy.neighboring_relation): privacy.epsilon}
+    by_rel = {rel: max(float(e), epsilon) for rel, e in stated.items()}
     release = {
         "mechanism": "randomized_response",
         "epsilon": float(epsilon),
@@ -100,8 +118,111 @@ def with_validation_release(privacy: PrivacyOutcome, *, epsilon: float, fraction
     return dataclasses.replace(
         privacy,
         epsilon=max(float(privacy.epsilon), epsilon),
-        epsilon_by_relation=by_rel or None,
+        epsilon_by_relation=by_rel,
         accounting={**dict(privacy.accounting or {}), "validation_release": release},
         mechanism=f"{privacy.mechanism}; held-out {fraction:.0%} of the training labels released by randomized "
         f"response at eps {epsilon:g} for model selection (parallel composition)",
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class HeldOut:
+    """A run's data split for held-out selection by the runner.
+
+    Attributes:
+      fit_data: the prepared data with only the fitting rows as its training split and the held-out
+        rows as ``audit_inputs`` (the method reports its model's log-probabilities there).
+      fit_spec: the run without :data:`SELECTION_OPTIONS` (what the method itself sees).
+      y_noisy: the held-out labels as released by RR (:func:`release_validation_labels`).
+      fraction, epsilon: the held-out fraction and the release's eps.
+    """
+
+    fit_data: object
+    fit_spec: RunSpec
+    y_noisy: np.ndarray
+    fraction: float
+    epsilon: float
+
+
+def selected_by_runner(method, spec: RunSpec) -> bool:
+    """Whether the runner holds out and scores this run (:func:`heldout_data`): the spec asks for
+    selection and the method module sets ``HELDOUT_SELECTION_BY_RUNNER`` (a label release, then training)."""
+    return bool(getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)) and any(
+        k in spec.options for k in SELECTION_OPTIONS
+    )
+
+
+def heldout_data(data, spec: RunSpec) -> HeldOut:
+    """The fitting rows and the RR-released held-out labels of ``spec`` (options ``validation_fraction``,
+    ``validation_epsilon``, default the run's eps).
+
+    Args:
+      data: a prepared classification dataset (:class:`labeldp.data.prepare.PreparedData`).
+      spec: the run; its options must hold ``validation_fraction``.
+
+    Returns:
+      A :class:`HeldOut`.
+
+    Raises:
+      ValueError: no ``validation_fraction``, a non-classification dataset, or a label-canary audit
+        (which also reports at ``audit_inputs``) on the same run.
+    """
+    if "validation_fraction" not in spec.options:
+        raise ValueError(
+            f"variant {spec.variant!r} sets validation_epsilon without validation_fraction; add validation_fraction "
+            "(the held-out share of the training split, e.g. 0.1)"
+        )
+    if getattr(data, "audit_inputs", None) is not None:
+        raise ValueError(
+            "held-out selection and the label-canary audit both read the model at data.audit_inputs; audit a variant "
+            "without validation_fraction"
+        )
+    if getattr(data, "num_classes", None) is None or getattr(data, "kind", "image") not in ("image", "features"):
+        raise ValueError(
+            f"held-out selection by the runner is implemented for image and features datasets, not {data.kind!r}"
+        )
+    fraction = float(spec.options["validation_fraction"])
+    epsilon = float(spec.options.get("validation_epsilon") or spec.epsilon)
+    y = np.asarray(data.y_train)
+    fit, val = validation_split(y.shape[0], fraction)
+    fit_data = dataclasses.replace(data, x_train=data.x_train[fit], y_train=y[fit], audit_inputs=data.x_train[val])
+    options = {k: v for k, v in spec.options.items() if k not in SELECTION_OPTIONS}
+    return HeldOut(
+        fit_data=fit_data,
+        fit_spec=dataclasses.replace(spec, options=options),
+        y_noisy=release_validation_labels(y[val], num_classes=int(data.num_classes), epsilon=epsilon),
+        fraction=fraction,
+        epsilon=epsilon,
+    )
+
+
+def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
+    """``result`` of a run on ``heldout.fit_data``, with the noisy held-out accuracy in its metrics
+    (``validation_noisy_accuracy_pct``), the release composed into its privacy
+    (:func:`with_validation_release`) and the split in its details, as the DP-SGD family records them.
+
+    Raises:
+      ValueError: the method reported no log-probabilities at the held-out rows.
+    """
+    if result.audit_log_probs is None:
+        raise ValueError(
+            "the method returned no audit_log_probs: it must report its model's log-probabilities at "
+            "data.audit_inputs to be scored on the held-out rows"
+        )
+    predicted = np.argmax(np.asarray(result.audit_log_probs), axis=-1)
+    validation = {
+        "validation_fraction": heldout.fraction,
+        "validation_epsilon": heldout.epsilon,
+        "n_fit": int(heldout.fit_data.y_train.shape[0]),
+        "n_validation": int(heldout.y_noisy.size),
+    }
+    return dataclasses.replace(
+        result,
+        metrics={
+            **dict(result.metrics),
+            "validation_noisy_accuracy_pct": noisy_accuracy_pct(predicted, heldout.y_noisy),
+        },
+        privacy=with_validation_release(result.privacy, epsilon=heldout.epsilon, fraction=heldout.fraction),
+        details={**dict(result.details), **validation},
+        audit_log_probs=None,
     )

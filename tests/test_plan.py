@@ -18,6 +18,23 @@ def test_default_and_profile_configs_are_valid():
         validate_config(repo_config(*extra), SCHEMA)
 
 
+#: configs layered on another (``--configfile gpu_report.yaml <file>``), validated in their layering below
+_LAYERED = {"gpu_report_ablation.yaml", "gpu_report_label_dp_exact.yaml", "labeldp_pro_cpu.yaml"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(p.name for p in (REPO / "workflow/config").glob("*.yaml") if p.name not in _LAYERED | {"config.yaml"}),
+)
+def test_every_config_file_validates_on_the_default_config(name):
+    """Schema and semantic checks (claim_tables, scorecard_tables, variants, ...) of each config file as
+    ``--configfile <file>`` loads it; planning the larger ones takes minutes, so that is left to their reports."""
+    from labeldp.config import load_workflow_config
+
+    cfg = load_workflow_config(REPO / "workflow/config" / name)
+    assert cfg["tables"]
+
+
 @pytest.mark.parametrize(
     "files",
     [

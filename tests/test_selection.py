@@ -11,7 +11,7 @@ import pytest
 from labeldp import accounting
 from labeldp.methods.base import PrivacyOutcome, RunSpec
 from labeldp.selection import noisy_accuracy_pct, release_validation_labels, validation_split, with_validation_release
-from tests.helpers import fake_mnist_images
+from tests.helpers import fake_mnist_images, write_prepared_mnist
 
 
 def test_the_split_is_fixed_disjoint_and_complete():
@@ -71,3 +71,80 @@ def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release()
     assert 0.0 <= res.metrics["validation_noisy_accuracy_pct"] <= 100.0
     assert res.privacy.epsilon == pytest.approx(3.0)  # the release's budget is in the record's eps
     assert res.privacy.accounting["validation_release"]["fraction"] == 0.25
+
+
+def _label_method_spec(method, **options):
+    return RunSpec(
+        dataset="mnist",
+        method=method,
+        variant="heldout",
+        epsilon=1.0,
+        delta=0.0,
+        seed=0,
+        hparams=dict(learning_rate=0.1, epochs=1, batch_size=64),
+        options=options,
+    )
+
+
+@pytest.mark.parametrize("method", ["rr", "rr_debiased", "lp_2st", "alibi"])
+def test_a_label_release_method_is_held_out_and_scored_by_the_runner(tmp_path, method):
+    from labeldp.data.prepare import load_prepared
+    from labeldp.runner import run_spec
+
+    data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
+    res = run_spec(_label_method_spec(method, validation_fraction=0.25, validation_epsilon=3.0), data)
+    d = res.details
+    assert d["n_fit"] == 144 and d["n_validation"] == 48
+    if "num_train" in d:  # the method itself saw only the fitting rows
+        assert d["num_train"] == 144
+    assert 0.0 <= res.metrics["validation_noisy_accuracy_pct"] <= 100.0
+    assert res.privacy.epsilon == pytest.approx(3.0)  # the release's budget is in the record's eps
+    assert res.privacy.accounting["validation_release"]["epsilon"] == 3.0
+    stored = res.privacy.to_dict(target_epsilon=1.0)  # what the record holds: eps under the stated relation
+    assert stored["epsilon_by_relation"] == {"label_substitution": pytest.approx(3.0)}
+    assert res.audit_log_probs is None  # the held-out rows were the probe, not an audit
+
+
+def test_without_the_options_a_label_release_method_runs_on_the_whole_training_split(tmp_path):
+    from labeldp.data.prepare import load_prepared
+    from labeldp.runner import run_spec
+
+    data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
+    plain = run_spec(_label_method_spec("rr"), data)
+    assert plain.details["num_train"] == 192 and plain.privacy.epsilon == pytest.approx(1.0)
+    assert "validation_noisy_accuracy_pct" not in plain.metrics and "n_validation" not in plain.details
+
+
+def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_path):
+    from labeldp.data.prepare import load_prepared
+    from labeldp.methods.base import MethodResult
+    from labeldp.selection import heldout_data, score_heldout
+
+    data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=200, n_test=8))
+    held = heldout_data(data, _label_method_spec("rr", validation_fraction=0.1))
+    assert held.fit_spec.options == {} and held.epsilon == 1.0  # default: the run's eps
+    fit, val = validation_split(200, 0.1)
+    assert np.array_equal(held.fit_data.x_train, data.x_train[fit])
+    assert np.array_equal(held.fit_data.audit_inputs, data.x_train[val])
+    # a model that predicts the released label on the first half of the rows and (released + 1) mod K after
+    preds = np.array(held.y_noisy)
+    preds[10:] = (preds[10:] + 1) % 10
+    log_probs = np.log(np.eye(10)[preds] * 0.9 + 0.01)
+    outcome = PrivacyOutcome(epsilon=2.0, delta=0.0, mechanism="rr", epsilon_by_relation={"label_substitution": 2.0})
+    scored = score_heldout(MethodResult(metrics={}, privacy=outcome, timings={}, audit_log_probs=log_probs), held)
+    assert scored.metrics["validation_noisy_accuracy_pct"] == pytest.approx(50.0)
+    assert scored.privacy.epsilon == 2.0  # max(run 2, release 1)
+
+
+def test_held_out_selection_refuses_what_it_cannot_score(tmp_path):
+    import dataclasses
+
+    from labeldp.data.prepare import load_prepared
+    from labeldp.selection import heldout_data
+
+    data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz"))
+    with pytest.raises(ValueError, match="add validation_fraction"):
+        heldout_data(data, _label_method_spec("rr", validation_epsilon=2.0))
+    audited = dataclasses.replace(data, audit_inputs=data.x_train[:4])
+    with pytest.raises(ValueError, match="label-canary audit"):
+        heldout_data(audited, _label_method_spec("rr", validation_fraction=0.1))

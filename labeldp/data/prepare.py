@@ -76,8 +76,8 @@ class PreparedData:
     subset: int | None
     metadata: dict[str, Any] = field(default_factory=dict)
     # Inputs at which every method reports its trained model's log-probabilities
-    # (MethodResult.audit_log_probs): the label-canary audit's canaries (labeldp.audit). None
-    # outside an audit; never saved with the prepared file.
+    # (MethodResult.audit_log_probs): the label-canary audit's canaries (labeldp.audit) or the held-out
+    # rows of honest selection (labeldp.selection.heldout_data). None otherwise; never saved with the prepared file.
     audit_inputs: np.ndarray | None = None
     # Networks pre-trained on public labels that a variant starts from (option init_from;
     # labeldp.pretrained_init.attach): {name: PretrainedState}. Attached by the runner; never saved.

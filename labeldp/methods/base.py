@@ -29,6 +29,12 @@ A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or `
     Hybrid's ``dp_batch_size``); the planner refuses, before any job, a grid point whose batch
     exceeds the training data where the config fixes its size (:func:`labeldp.batch_fit.check_batches_fit`).
 
+``HELDOUT_SELECTION_BY_RUNNER: bool`` (optional, default False)
+    True for a method that releases labels and then trains (RR, RR-Debiased, LP-2ST, ALIBI): a variant
+    with ``validation_fraction`` / ``validation_epsilon`` then runs on the fitting rows and the runner
+    scores it on the RR-released held-out labels (:mod:`labeldp.selection`). The DP-SGD family takes
+    those options itself.
+
 ``USES_PRIVATE_PRIOR: bool`` (optional, default False)
     True for 003's randomizers that spend part of eps (eps1, ``labeldp.regression.pipeline``) on a
     private label prior; config validation then refuses a table eps that does not exceed eps1.
@@ -220,8 +226,9 @@ class MethodResult:
       timings: e.g. ``{"train_seconds": .., "seconds_per_epoch": ..}``.
       details: anything method-specific worth keeping (chosen k of RRWithPrior, ...).
       audit_log_probs: the final model's log-probabilities at ``data.audit_inputs`` (an (m, K)
-        array) when the data carries audit inputs (the label-canary audit, :mod:`labeldp.audit`);
-        else None. Every classification method sets it; the audit runner reads it.
+        array) when the data carries audit inputs (the label-canary audit, :mod:`labeldp.audit`, or the
+        held-out rows of honest selection, :func:`labeldp.selection.heldout_data`); else None. Every
+        classification method sets it; the audit runner and the runner's held-out scoring read it.
     """
 
     metrics: Mapping[str, Any]
