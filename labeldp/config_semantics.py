@@ -53,7 +53,17 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
         unknown = sorted(set(config.get(key) or ()) - set(config["tables"]))
         if unknown:
             raise ConfigError(f"{key}: {unknown} are not tables of this config; known: {sorted(config['tables'])}")
+    if config.get("claim_tables") and config.get("scorecard_tables") is None:
+        raise ConfigError(
+            "claim_tables: without scorecard_tables every table is scored, claims included; set scorecard_tables "
+            "(the tables whose cells are scored) or drop claim_tables"
+        )
     for table in config.get("claim_tables") or ():
+        if config["tables"][table].get("renderer") in SOURCE_RENDERERS:
+            raise ConfigError(
+                f"claim_tables: {table!r} is built from other tables (renderer "
+                f"{config['tables'][table]['renderer']!r}) and has no cells of its own to evaluate claims on; drop it"
+            )
         if not config["tables"][table].get("claims"):
             raise ConfigError(
                 f"claim_tables: {table!r} has no claims; give it a `claims` list or drop it from claim_tables"

@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from labeldp.accounting import label_events
 from labeldp.accounting.checks import relation_name
 from labeldp.mechanisms.classification import randomized_response
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
@@ -98,10 +99,17 @@ def with_validation_release(privacy: PrivacyOutcome, *, epsilon: float, fraction
     """``privacy`` of the training part, with the held-out labels' RR release composed in parallel:
     ``max(eps, epsilon)`` under every relation, and the release described in the accounting record.
 
+    A label randomizer's stored ``event`` must re-account to the record's eps (issue 30): where the release's
+    eps is the larger, it becomes binary RR at that eps (:func:`labeldp.accounting.label_events.pure_epsilon_event`),
+    which dominates both parts, each of which is at most that eps-DP for the one example it covers.
+
     Args:
       privacy: the run's privacy on its training rows.
       epsilon: the held-out release's epsilon (> 0).
       fraction: the held-out fraction (recorded).
+
+    Returns:
+      The composed :class:`~labeldp.methods.base.PrivacyOutcome`.
     """
     if not (epsilon > 0 and math.isfinite(epsilon)):
         raise ValueError(f"validation_epsilon must be a finite eps > 0, got {epsilon}")
@@ -115,8 +123,12 @@ def with_validation_release(privacy: PrivacyOutcome, *, epsilon: float, fraction
         "fraction": float(fraction),
         "composition": "parallel (the held-out rows are disjoint from the training rows)",
     }
+    event = privacy.event
+    if event is not None and epsilon > float(privacy.epsilon):
+        event = label_events.pure_epsilon_event(epsilon=epsilon)
     return dataclasses.replace(
         privacy,
+        event=event,
         epsilon=max(float(privacy.epsilon), epsilon),
         epsilon_by_relation=by_rel,
         accounting={**dict(privacy.accounting or {}), "validation_release": release},
@@ -145,8 +157,16 @@ class HeldOut:
 
 
 def selected_by_runner(method, spec: RunSpec) -> bool:
-    """Whether the runner holds out and scores this run (:func:`heldout_data`): the spec asks for
-    selection and the method module sets ``HELDOUT_SELECTION_BY_RUNNER`` (a label release, then training)."""
+    """Whether the runner holds out and scores this run (:func:`heldout_data`).
+
+    Args:
+      method: the method's module.
+      spec: the run.
+
+    Returns:
+      True when the spec asks for selection (:data:`SELECTION_OPTIONS`) and the module sets
+      ``HELDOUT_SELECTION_BY_RUNNER`` (a label release, then training); the DP-SGD family selects itself.
+    """
     return bool(getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)) and any(
         k in spec.options for k in SELECTION_OPTIONS
     )
@@ -164,8 +184,9 @@ def heldout_data(data, spec: RunSpec) -> HeldOut:
       A :class:`HeldOut`.
 
     Raises:
-      ValueError: no ``validation_fraction``, a non-classification dataset, or a label-canary audit
-        (which also reports at ``audit_inputs``) on the same run.
+      ValueError: no ``validation_fraction``, a non-classification dataset, a label-canary audit
+        (which also reports at ``audit_inputs``) on the same run, or the run's seed equal to
+        :data:`VALIDATION_SEED` (its label stream would be the release's).
     """
     if "validation_fraction" not in spec.options:
         raise ValueError(
@@ -181,8 +202,16 @@ def heldout_data(data, spec: RunSpec) -> HeldOut:
         raise ValueError(
             f"held-out selection by the runner is implemented for image and features datasets, not {data.kind!r}"
         )
+    if int(spec.seed) == VALIDATION_SEED:
+        raise ValueError(
+            f"seed {spec.seed} is the held-out release's seed (VALIDATION_SEED): the run's label noise would repeat the "
+            "release's; use another seed"
+        )
     fraction = float(spec.options["validation_fraction"])
-    epsilon = float(spec.options.get("validation_epsilon") or spec.epsilon)
+    given = spec.options.get("validation_epsilon")
+    epsilon = float(spec.epsilon if given is None else given)
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"validation_epsilon must be a finite eps > 0, got {given} (variant {spec.variant!r})")
     y = np.asarray(data.y_train)
     fit, val = validation_split(y.shape[0], fraction)
     fit_data = dataclasses.replace(data, x_train=data.x_train[fit], y_train=y[fit], audit_inputs=data.x_train[val])
@@ -197,9 +226,16 @@ def heldout_data(data, spec: RunSpec) -> HeldOut:
 
 
 def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
-    """``result`` of a run on ``heldout.fit_data``, with the noisy held-out accuracy in its metrics
-    (``validation_noisy_accuracy_pct``), the release composed into its privacy
-    (:func:`with_validation_release`) and the split in its details, as the DP-SGD family records them.
+    """Scores a run on the held-out rows' released labels.
+
+    Args:
+      result: the method's result on ``heldout.fit_data``, with its log-probabilities at the held-out rows.
+      heldout: the run's :class:`HeldOut`.
+
+    Returns:
+      ``result`` with the noisy held-out accuracy in its metrics (``validation_noisy_accuracy_pct``), the
+      release composed into its privacy (:func:`with_validation_release`), the split in its details (as the
+      DP-SGD family records them) and no ``audit_log_probs``.
 
     Raises:
       ValueError: the method reported no log-probabilities at the held-out rows.

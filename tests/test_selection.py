@@ -4,14 +4,22 @@ the privacy of a run that scores on them."""
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import pytest
 
 from labeldp import accounting
 from labeldp.methods.base import PrivacyOutcome, RunSpec
-from labeldp.selection import noisy_accuracy_pct, release_validation_labels, validation_split, with_validation_release
-from tests.helpers import fake_mnist_images, write_prepared_mnist
+from labeldp.accounting.reaccount import reaccount_record
+from labeldp.selection import (
+    VALIDATION_SEED,
+    noisy_accuracy_pct,
+    release_validation_labels,
+    validation_split,
+    with_validation_release,
+)
+from tests.helpers import assert_label_event_reaccounts, fake_mnist_images, write_prepared_mnist
 
 
 def test_the_split_is_fixed_disjoint_and_complete():
@@ -102,6 +110,9 @@ def test_a_label_release_method_is_held_out_and_scored_by_the_runner(tmp_path, m
     assert res.privacy.accounting["validation_release"]["epsilon"] == 3.0
     stored = res.privacy.to_dict(target_epsilon=1.0)  # what the record holds: eps under the stated relation
     assert stored["epsilon_by_relation"] == {"label_substitution": pytest.approx(3.0)}
+    assert_label_event_reaccounts(stored)  # its stored event accounts to the record's eps 3, not the run's 1
+    record = {"run_id": f"{method}-heldout", "privacy": stored}
+    assert reaccount_record(record)[0]["privacy"]["epsilon"] == pytest.approx(3.0)  # the re-accounting script reads it
     assert res.audit_log_probs is None  # the held-out rows were the probe, not an audit
 
 
@@ -125,6 +136,7 @@ def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_
     assert held.fit_spec.options == {} and held.epsilon == 1.0  # default: the run's eps
     fit, val = validation_split(200, 0.1)
     assert np.array_equal(held.fit_data.x_train, data.x_train[fit])
+    assert np.array_equal(held.fit_data.y_train, data.y_train[fit])  # the method never sees a held-out label
     assert np.array_equal(held.fit_data.audit_inputs, data.x_train[val])
     # a model that predicts the released label on the first half of the rows and (released + 1) mod K after
     preds = np.array(held.y_noisy)
@@ -148,3 +160,11 @@ def test_held_out_selection_refuses_what_it_cannot_score(tmp_path):
     audited = dataclasses.replace(data, audit_inputs=data.x_train[:4])
     with pytest.raises(ValueError, match="label-canary audit"):
         heldout_data(audited, _label_method_spec("rr", validation_fraction=0.1))
+    tabular = types.SimpleNamespace(kind="tabular", num_classes=2, audit_inputs=None)
+    with pytest.raises(ValueError, match="image and features datasets, not 'tabular'"):
+        heldout_data(tabular, _label_method_spec("rr", validation_fraction=0.1))
+    release_seed = dataclasses.replace(_label_method_spec("rr", validation_fraction=0.1), seed=VALIDATION_SEED)
+    with pytest.raises(ValueError, match="VALIDATION_SEED"):
+        heldout_data(data, release_seed)
+    with pytest.raises(ValueError, match="finite eps > 0"):  # validation_epsilon 0 is refused, not read as "unset"
+        heldout_data(data, _label_method_spec("rr", validation_fraction=0.1, validation_epsilon=0.0))

@@ -116,7 +116,9 @@ def reaccount_record(record: Mapping[str, Any], *, revision: str | None = None) 
     """
     rec = {**record, "privacy": dict(record["privacy"])}
     priv = rec["privacy"]
-    acc = priv.get("accounting")
+    # a held-out selection's release (labeldp.selection.with_validation_release) is recorded beside the
+    # accountant's record, and is all a label randomizer's `accounting` holds: not an accountant's record
+    acc = {k: v for k, v in (priv.get("accounting") or {}).items() if k != "validation_release"}
     if acc and not acc.get("event"):
         raise ValueError(
             f"record {record.get('run_id')!r} has an accountant's record but no stored event: it cannot "

@@ -122,7 +122,8 @@ def training_arrays(data, spec: RunSpec) -> TrainingArrays:
     if fraction is None:
         return TrainingArrays(x_train=x_train, y_train=y_train)
     fit, val = validation_split(x_train.shape[0], float(fraction))
-    eps_val = float(spec.options.get("validation_epsilon") or spec.epsilon)
+    given = spec.options.get("validation_epsilon")
+    eps_val = float(spec.epsilon if given is None else given)
     y_val_noisy = release_validation_labels(y_train[val], num_classes=int(data.num_classes), epsilon=eps_val)
     return TrainingArrays(
         x_train=x_train[fit],

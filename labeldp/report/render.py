@@ -176,7 +176,9 @@ def header_lines(res: TableResult) -> list[str]:
         f'"eps ({RELATION_SHORT[OTHER_RELATION[table_relation(cfg, res.table)]]})" gives the same runs\' eps under '
         f"{OTHER_RELATION[table_relation(cfg, res.table)].replace('_', ' ')} (max over the row's reported DP-SGD-family "
         f"runs, dp_accounting PLD). Label randomizers (RR, RR-Debiased, LP-2ST, ALIBI, RRWithPrior) are exactly "
-        f"eps-label-DP under label substitution in every table (docs/privacy_relations.md)",
+        f"eps-label-DP under label substitution in every table (docs/privacy_relations.md); a held-out selection "
+        f"column's eps is the max of its runs' and of its held-out labels' RR release (parallel composition, "
+        f"labeldp/selection.py)",
         f"- hardware: {'; '.join(hw)}",
         f"- code revisions of the records: {rec_revs}",
     ]

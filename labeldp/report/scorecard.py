@@ -225,9 +225,16 @@ def _read_csv(path: Path) -> list[dict[str, Any]]:
 
 
 def claims_only(config: Mapping[str, Any]) -> list[str]:
-    """The tables whose claims the scorecard evaluates without scoring their cells: config ``claim_tables``
-    less ``scorecard_tables`` (experiment tables of a dated report, e.g. a method at a setting found off the
-    paper's grid beside the grid's selected cell: the comparison is the point, the cell is not the paper's)."""
+    """The tables whose claims the scorecard evaluates without scoring their cells.
+
+    Args:
+      config: the workflow config.
+
+    Returns:
+      Config ``claim_tables`` less ``scorecard_tables`` (experiment tables of a dated report, e.g. a method at a
+      setting found off the paper's grid beside the grid's selected cell: the comparison is the point, the
+      cell is not the paper's); none when ``scorecard_tables`` is absent (every table is scored).
+    """
     scored = config.get("scorecard_tables")
     if scored is None:  # every table is scored, claims included
         return []

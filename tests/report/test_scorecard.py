@@ -237,6 +237,8 @@ def test_claim_tables_must_be_tables_with_claims():
     validate_semantics(repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table14"]))
     with pytest.raises(ConfigError, match=r"claim_tables: \['table99'\]"):
         validate_semantics(repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table99"]))
+    with pytest.raises(ConfigError, match="claim_tables: without scorecard_tables"):
+        validate_semantics(repo_config(claim_tables=["table14"]))
     cfg = repo_config(scorecard_tables=["table5_mnist"], claim_tables=["table14"])
     del cfg["tables"]["table14"]["claims"]
     with pytest.raises(ConfigError, match="claim_tables: 'table14' has no claims"):

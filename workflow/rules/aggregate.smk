@@ -5,6 +5,7 @@ import json as _json
 import os
 
 from labeldp import halving as _halving
+from labeldp.report import scorecard as _scorecard
 
 report: "../report/workflow.rst"
 
@@ -153,7 +154,7 @@ def _scored(names):
     chosen = config.get("scorecard_tables")
     if chosen is None:
         return names
-    return [t for t in names if t in chosen or t in (config.get("claim_tables") or ())]
+    return [t for t in names if t in chosen or t in _scorecard.claims_only(config)]
 
 
 rule scorecard:
