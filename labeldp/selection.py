@@ -45,6 +45,9 @@ __all__ = [
     "release_validation_labels",
     "noisy_accuracy_pct",
     "with_validation_release",
+    "HeldOutRows",
+    "held_out_rows",
+    "validation_details",
     "SELECTION_OPTIONS",
     "HeldOut",
     "selected_by_runner",
@@ -138,6 +141,59 @@ def with_validation_release(privacy: PrivacyOutcome, *, epsilon: float, fraction
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class HeldOutRows:
+    """The rows of a run's held-out split and their release (steps 1-2 of the module docstring).
+
+    Attributes:
+      fit, val: row indices of the fitting and the held-out part (:func:`validation_split`).
+      y_noisy: the held-out labels as released by RR (:func:`release_validation_labels`).
+      fraction, epsilon: the held-out fraction and the release's eps (option ``validation_epsilon``, default the
+        run's eps).
+    """
+
+    fit: np.ndarray
+    val: np.ndarray
+    y_noisy: np.ndarray
+    fraction: float
+    epsilon: float
+
+
+def held_out_rows(labels: np.ndarray, spec: RunSpec, *, num_classes: int) -> HeldOutRows:
+    """Splits a run's training labels and releases the held-out ones (both selection paths use it).
+
+    Args:
+      labels: the training split's labels.
+      spec: the run; options ``validation_fraction`` and optionally ``validation_epsilon``.
+      num_classes: K.
+
+    Returns:
+      A :class:`HeldOutRows`.
+
+    Raises:
+      ValueError: a ``validation_epsilon`` that is not a finite eps > 0, or a fraction not in (0, 1).
+    """
+    fraction = float(spec.options["validation_fraction"])
+    given = spec.options.get("validation_epsilon")
+    epsilon = float(spec.epsilon if given is None else given)
+    if not (epsilon > 0 and math.isfinite(epsilon)):
+        raise ValueError(f"validation_epsilon must be a finite eps > 0, got {given} (variant {spec.variant!r})")
+    labels = np.asarray(labels)
+    fit, val = validation_split(labels.shape[0], fraction)
+    y_noisy = release_validation_labels(labels[val], num_classes=num_classes, epsilon=epsilon)
+    return HeldOutRows(fit=fit, val=val, y_noisy=y_noisy, fraction=fraction, epsilon=epsilon)
+
+
+def validation_details(*, fraction: float, epsilon: float, n_fit: int, n_validation: int) -> dict:
+    """What a held-out run's record says of its split, in its ``details`` (both selection paths)."""
+    return {
+        "validation_fraction": float(fraction),
+        "validation_epsilon": float(epsilon),
+        "n_fit": int(n_fit),
+        "n_validation": int(n_validation),
+    }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class HeldOut:
     """A run's data split for held-out selection by the runner.
 
@@ -207,21 +263,18 @@ def heldout_data(data, spec: RunSpec) -> HeldOut:
             f"seed {spec.seed} is the held-out release's seed (VALIDATION_SEED): the run's label noise would repeat the "
             "release's; use another seed"
         )
-    fraction = float(spec.options["validation_fraction"])
-    given = spec.options.get("validation_epsilon")
-    epsilon = float(spec.epsilon if given is None else given)
-    if not (epsilon > 0 and math.isfinite(epsilon)):
-        raise ValueError(f"validation_epsilon must be a finite eps > 0, got {given} (variant {spec.variant!r})")
     y = np.asarray(data.y_train)
-    fit, val = validation_split(y.shape[0], fraction)
-    fit_data = dataclasses.replace(data, x_train=data.x_train[fit], y_train=y[fit], audit_inputs=data.x_train[val])
+    rows = held_out_rows(y, spec, num_classes=int(data.num_classes))
+    fit_data = dataclasses.replace(
+        data, x_train=data.x_train[rows.fit], y_train=y[rows.fit], audit_inputs=data.x_train[rows.val]
+    )
     options = {k: v for k, v in spec.options.items() if k not in SELECTION_OPTIONS}
     return HeldOut(
         fit_data=fit_data,
         fit_spec=dataclasses.replace(spec, options=options),
-        y_noisy=release_validation_labels(y[val], num_classes=int(data.num_classes), epsilon=epsilon),
-        fraction=fraction,
-        epsilon=epsilon,
+        y_noisy=rows.y_noisy,
+        fraction=rows.fraction,
+        epsilon=rows.epsilon,
     )
 
 
@@ -246,12 +299,12 @@ def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
             "data.audit_inputs to be scored on the held-out rows"
         )
     predicted = np.argmax(np.asarray(result.audit_log_probs), axis=-1)
-    validation = {
-        "validation_fraction": heldout.fraction,
-        "validation_epsilon": heldout.epsilon,
-        "n_fit": int(heldout.fit_data.y_train.shape[0]),
-        "n_validation": int(heldout.y_noisy.size),
-    }
+    validation = validation_details(
+        fraction=heldout.fraction,
+        epsilon=heldout.epsilon,
+        n_fit=heldout.fit_data.y_train.shape[0],
+        n_validation=heldout.y_noisy.size,
+    )
     return dataclasses.replace(
         result,
         metrics={

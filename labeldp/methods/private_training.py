@@ -30,8 +30,8 @@ from labeldp.methods.common import build_model_for
 from labeldp.models import require_no_batch_norm
 from labeldp.selection import (
     noisy_accuracy_pct,
-    release_validation_labels,
-    validation_split,
+    held_out_rows,
+    validation_details,
     with_validation_release,
 )
 from labeldp.training import (
@@ -121,17 +121,14 @@ def training_arrays(data, spec: RunSpec) -> TrainingArrays:
     fraction = spec.options.get("validation_fraction")
     if fraction is None:
         return TrainingArrays(x_train=x_train, y_train=y_train)
-    fit, val = validation_split(x_train.shape[0], float(fraction))
-    given = spec.options.get("validation_epsilon")
-    eps_val = float(spec.epsilon if given is None else given)
-    y_val_noisy = release_validation_labels(y_train[val], num_classes=int(data.num_classes), epsilon=eps_val)
+    rows = held_out_rows(y_train, spec, num_classes=int(data.num_classes))
     return TrainingArrays(
-        x_train=x_train[fit],
-        y_train=y_train[fit],
-        x_val=x_train[val],
-        y_val_noisy=y_val_noisy,
-        fraction=float(fraction),
-        eps_val=eps_val,
+        x_train=x_train[rows.fit],
+        y_train=y_train[rows.fit],
+        x_val=x_train[rows.val],
+        y_val_noisy=rows.y_noisy,
+        fraction=rows.fraction,
+        eps_val=rows.epsilon,
     )
 
 
@@ -281,12 +278,9 @@ def finish_private_run(run: PreparedRun, loop: DPLoopResult) -> MethodResult:
         predicted = np.argmax(predict_logits(model, state.params, arrays.x_val), axis=-1)
         metrics["validation_noisy_accuracy_pct"] = noisy_accuracy_pct(predicted, arrays.y_val_noisy)
         privacy = with_validation_release(privacy, epsilon=arrays.eps_val, fraction=arrays.fraction)
-        validation = {
-            "validation_fraction": arrays.fraction,
-            "validation_epsilon": arrays.eps_val,
-            "n_fit": int(n),
-            "n_validation": int(arrays.y_val_noisy.size),
-        }
+        validation = validation_details(
+            fraction=arrays.fraction, epsilon=arrays.eps_val, n_fit=n, n_validation=arrays.y_val_noisy.size
+        )
     return MethodResult(
         metrics=metrics,
         privacy=privacy,
