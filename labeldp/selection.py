@@ -37,6 +37,7 @@ import numpy as np
 from labeldp.accounting import label_events
 from labeldp.accounting.checks import relation_name
 from labeldp.mechanisms.classification import randomized_response
+from labeldp.methods import registry
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
 
 __all__ = [
@@ -216,16 +217,18 @@ def selected_by_runner(method, spec: RunSpec) -> bool:
     """Whether the runner holds out and scores this run (:func:`heldout_data`).
 
     Args:
-      method: the method's module.
+      method: the method's module, or its id (then its flag is read without importing it, as the planner does).
       spec: the run.
 
     Returns:
       True when the spec asks for selection (:data:`SELECTION_OPTIONS`) and the module sets
       ``HELDOUT_SELECTION_BY_RUNNER`` (a label release, then training); the DP-SGD family selects itself.
     """
-    return bool(getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)) and any(
-        k in spec.options for k in SELECTION_OPTIONS
-    )
+    if isinstance(method, str):
+        flag = registry.declared(method, "HELDOUT_SELECTION_BY_RUNNER", False)
+    else:
+        flag = getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)
+    return bool(flag) and any(k in spec.options for k in SELECTION_OPTIONS)
 
 
 def heldout_data(data, spec: RunSpec) -> HeldOut:

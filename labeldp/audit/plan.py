@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeldp import plan
+from labeldp import plan, selection
 from labeldp.methods.base import RunSpec
 from labeldp.plan import ConfigError, PlannedRun
 from labeldp.sweeps import Sweep, job_chunks
@@ -80,6 +80,13 @@ def audit_runs(config: Mapping[str, Any]) -> list[AuditRun]:
                     "(e.g. --configfile workflow/config/audit.yaml, grid: quick)"
                 )
             spec0 = runs[0].spec
+            if selection.selected_by_runner(col.method, spec0):
+                raise ConfigError(
+                    f"audit.columns: {cid!r} of {table} selects on held-out rows (variant {col.variant!r} sets "
+                    f"{[k for k in selection.SELECTION_OPTIONS if k in spec0.options]}); the held-out score and the "
+                    "label-canary audit both read the model at data.audit_inputs: audit the column without held-out "
+                    "selection"
+                )
             for seed in acfg["seeds"]:
                 spec = dataclasses.replace(spec0, seed=int(seed))
                 path = audit_dir(config, "results") / f"{plan.run_id(spec)}.json"

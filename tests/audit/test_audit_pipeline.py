@@ -117,6 +117,23 @@ def test_audit_plan_of_the_cpu_config(tmp_path):
         audit_plan.audit_runs(_config(tmp_path, num_canaries=60000))  # 2 m delta > 1
 
 
+@pytest.mark.parametrize("method", ["rr", "alibi"])
+def test_the_audit_plan_refuses_a_column_that_selects_on_held_out_rows(tmp_path, method):
+    """The runner's held-out score reads the model at data.audit_inputs, as the canary audit does: refused when
+    the audit is planned, before any job, not when the audited run starts."""
+    cfg = _config(tmp_path, columns=[method])
+    assert [r.spec.method for r in audit_plan.audit_runs(cfg)] == [method, method]  # eps 1 and 4
+    tcfg = cfg["tables"]["table5_mnist"]
+    cols = [dict(c, variant="heldout10") if c["id"] == method else c for c in tcfg["columns"]]
+    cfg["tables"] = {**cfg["tables"], "table5_mnist": {**tcfg, "columns": cols}}
+    cfg["variants"] = {
+        **cfg["variants"],
+        method: {**cfg["variants"].get(method, {}), "heldout10": {"validation_fraction": 0.1}},
+    }
+    with pytest.raises(ConfigError, match="selects on held-out rows"):
+        audit_plan.audit_runs(cfg)
+
+
 def _fake_audit_record(run, *, r, v, sub, ar=None, valid=True, lb=0.0):
     by_rel = {"label_substitution": sub} if ar is None else {"label_substitution": sub, "add_or_remove": ar}
     rec = {
