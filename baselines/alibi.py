@@ -49,6 +49,8 @@ Label randomness: ``numpy.random.default_rng([spec.seed, 3])``.
 from __future__ import annotations
 
 from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
+from baselines.common import softmax
+from baselines import common
 
 NAME = "alibi"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -94,7 +96,6 @@ def refine_soft_labels(noisy_onehot, logits, *, epsilon: float):
     Returns:
       (n, K) float64 soft labels.
     """
-    from baselines.common import softmax
     from labeldp.mechanisms.classification import alibi_posterior
 
     return alibi_posterior(noisy_onehot, softmax(logits), epsilon=epsilon)
@@ -154,7 +155,6 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     import numpy as np
 
-    from baselines import common
     from labeldp.accounting import label_events
     from labeldp.methods.common import build_model_for, train_and_evaluate, train_config
     from labeldp.training import accuracy_pct, audit_log_probs, predict_logits, to_float_images

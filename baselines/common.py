@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from labeldp.methods.base import PrivacyOutcome, RunSpec, check_options, label_dp_outcome  # noqa: F401 (re-exported)
+from labeldp.mechanisms.multi_stage_queries import prior_from_logits
 
 __all__ = [
     "STREAM_RANDOMIZED_RESPONSE",
@@ -102,6 +103,4 @@ def label_accuracy(noisy_labels, true_labels) -> float:
 def softmax(logits, *, temperature: float = 1.0):
     """Row softmax of ``logits / temperature`` in float64 (rows sum to 1 within 1e-12): RRWithPrior's prior
     from a model (:func:`labeldp.mechanisms.multi_stage_queries.prior_from_logits`)."""
-    from labeldp.mechanisms.multi_stage_queries import prior_from_logits
-
     return prior_from_logits(logits, temperature=temperature)

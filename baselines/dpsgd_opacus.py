@@ -30,6 +30,7 @@ batch still takes a noise-only step, as the accounting assumes.
 from __future__ import annotations
 
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+from baselines import common
 
 NAME = "dpsgd_opacus"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
@@ -145,7 +146,6 @@ def run(data, spec: RunSpec) -> MethodResult:
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
 
-    from baselines import common
     from baselines.torch_models import nchw_tensor
     from labeldp.dpsgd.loop import BATCH_STREAM
     from labeldp.methods.private_training import account_run

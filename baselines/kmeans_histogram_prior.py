@@ -20,7 +20,8 @@ Variant options: ``num_clusters`` (C, required: one variant per curve of the fig
 
 from __future__ import annotations
 
-from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.base import MethodResult, RunSpec, check_options
+from baselines import common
 
 NAME = "kmeans_histogram_prior"
 HYPERPARAMETERS: tuple[str, ...] = ()
@@ -49,10 +50,8 @@ def run(data, spec: RunSpec) -> MethodResult:
     import numpy as np
     from sklearn.cluster import KMeans
 
-    from baselines import common
     from labeldp.accounting import label_events
     from labeldp.mechanisms.classification import discrete_laplace_histogram
-    from labeldp.methods.base import check_options
 
     eps = common.require_private(spec, NAME)
     check_options(spec, OPTIONS, NAME)

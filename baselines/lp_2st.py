@@ -64,6 +64,7 @@ from labeldp.mechanisms.multi_stage_queries import (
     top_k_mask,
 )
 from labeldp.methods.base import MethodResult, RunSpec
+from baselines import common
 
 # LP-2ST's label side lives in labeldp.mechanisms.multi_stage_queries; these names stay importable from here
 __all__ = ["LabelOracle", "TwoStagePlan", "filter_k", "plan_stages", "run", "split_stages", "top_k_mask"]
@@ -210,7 +211,6 @@ def run(data, spec: RunSpec) -> MethodResult:
     """
     import numpy as np
 
-    from baselines import common
     from labeldp.accounting import label_events
     from labeldp.methods.common import RECIPE_OPTIONS
 

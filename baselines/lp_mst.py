@@ -58,6 +58,7 @@ from labeldp.mechanisms.multi_stage_queries import (  # noqa: F401 (LP-MST's lab
     top_k_mask,
 )
 from labeldp.methods.base import MethodResult, RunSpec
+from baselines import common
 
 NAME = "lp_mst"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -193,7 +194,6 @@ def train_multi_stage(data, spec: RunSpec, *, name: str, default_stages: int, op
     """
     import numpy as np
 
-    from baselines import common
     from labeldp.methods.common import build_model_for, rating_metrics, train_config
     from labeldp.pretrained_init import initial_state
     from labeldp.training import accuracy_pct, audit_log_probs, one_hot, predict_logits, to_float_images, train_weighted
@@ -276,7 +276,6 @@ def run(data, spec: RunSpec) -> MethodResult:
     """
     import numpy as np
 
-    from baselines import common
     from labeldp.accounting import label_events
     from labeldp.methods.common import RECIPE_OPTIONS
 

@@ -20,6 +20,7 @@ Label randomness: ``numpy.random.default_rng([spec.seed, 1])``, the same stream 
 from __future__ import annotations
 
 from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
+from baselines import common
 
 NAME = "rr"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -65,7 +66,6 @@ def run(data, spec: RunSpec) -> MethodResult:
       A :class:`MethodResult`; ``details`` has the noisy-label accuracy and, on images, the test-set
       confusion matrices of the trained model and of the model at initialisation (000 Figure 4).
     """
-    from baselines import common
     from labeldp import tasks
     from labeldp.accounting import label_events
     from labeldp.mechanisms.user_level import rr_group_epsilon, user_randomized_response

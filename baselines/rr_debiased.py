@@ -21,6 +21,7 @@ default 000 Table 8's plain SGD).
 from __future__ import annotations
 
 from labeldp.methods.base import OPTIMIZER_OPTIONS, MethodResult, RunSpec
+from baselines import common
 
 NAME = "rr_debiased"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -64,7 +65,6 @@ def run(data, spec: RunSpec) -> MethodResult:
     Returns:
       A :class:`MethodResult`; ``details`` has the noisy-label accuracy and the weights.
     """
-    from baselines import common
     from labeldp.accounting import label_events
     from labeldp.methods.common import build_model_for, train_and_evaluate
 

@@ -35,6 +35,7 @@ import math
 from typing import Any, Mapping
 
 from labeldp.methods.base import MethodResult, RunSpec
+from baselines import common
 
 NAME = "rr_with_prior"
 HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size")
@@ -99,7 +100,6 @@ def run(data, spec: RunSpec) -> MethodResult:
     """
     import numpy as np
 
-    from baselines import common
     from labeldp.accounting import label_events
     from labeldp.mechanisms.classification import kmeans_priors, rr_with_prior
     from labeldp.methods.common import build_model_for, train_and_evaluate

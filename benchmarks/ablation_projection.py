@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_converged_projection import _cos, _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA, N2_MAX = 5.0, 0.2, 1024, 585, 1e-5, 256
 BASE = dict(
@@ -77,7 +78,6 @@ def main(argv=None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from labeldp.atomic_io import write_text_atomic
     from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection
     from labeldp.dpsgd import Batch, sample_alt_batch
 

@@ -35,6 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.data.prepare import load_prepared  # noqa: E402
 
 SIGMA, CLIP, LR, N1, N2, LAMBDA = 1.7556, 5.0, 0.2, 1024, 256, 0.75
 
@@ -84,7 +85,6 @@ def dpsgd_checkpoint_setup(
     import optax
 
     from labeldp.accounting import calibrate_noise_multiplier
-    from labeldp.data.prepare import load_prepared
     from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step, poisson_batches
     from labeldp.methods.common import build_model_for
     from labeldp.training import to_float_images
@@ -149,7 +149,6 @@ def main(argv=None) -> int:
     import optax
 
     from labeldp import denoisers as D
-    from labeldp.data.prepare import load_prepared
     from labeldp.denoisers.hull_converged import converged_hull_projection
     from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch
     from labeldp.methods.common import build_model_for

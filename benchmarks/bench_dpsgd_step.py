@@ -41,6 +41,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 
 def cpu_model() -> str:
@@ -81,7 +82,6 @@ def main(argv=None) -> int:
     import optax
 
     from labeldp.ads.model import AdsMLP, two_class_logits
-    from labeldp.atomic_io import write_text_atomic
     from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, make_sgd_step
     from labeldp.models import build_model, num_params
 

@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_converged_projection import _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA, TOL = 5.0, 0.2, 1024, 585, 1e-5, 1e-3
 SOLVERS = {  # name -> (solver, algorithm, iteration cap)
@@ -84,7 +85,6 @@ def main(argv=None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from labeldp.atomic_io import write_text_atomic
     from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection
     from labeldp.dpsgd import Batch, sample_alt_batch
 

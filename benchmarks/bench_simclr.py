@@ -28,6 +28,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.simclr.pretrain import make_step  # noqa: E402
 
 CONFIGS = [((28, 28, 1), 8), ((28, 28, 1), 16), ((28, 28, 1), 64), ((32, 32, 3), 8), ((32, 32, 3), 64)]
 CPU_WIDTHS = (8, 16)  # width 64 takes minutes per step on a 2-core CPU: only with --widths 64 there
@@ -48,14 +49,13 @@ def measure(shape, width: int, batch: int, reps: int) -> dict:
     import optax
 
     from labeldp.simclr.augment import augment_batch
-    from labeldp.simclr.pretrain import _make_step
     from labeldp.simclr.resnet import SimCLRNet
 
     x = jax.device_put(np.random.default_rng(0).integers(0, 256, (batch, *shape), dtype=np.uint8))
     model = SimCLRNet(width=width)
     v = model.init(jax.random.key(0), np.zeros((2, *shape), np.float32))
     tx = optax.chain(optax.add_decayed_weights(1e-6), optax.adam(1e-3))
-    step = _make_step(model, tx, 0.5)
+    step = make_step(model, tx, 0.5)
     state = [v["params"], v["batch_stats"], tx.init(v["params"])]
 
     def run_step():

@@ -44,6 +44,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
+from labeldp.data.prepare import load_prepared  # noqa: E402
 
 SIGMA, CLIP, LR, N1 = 12.78, 5.0, 1.0, 1024
 
@@ -54,8 +56,6 @@ def main(argv=None) -> int:
     import optax
 
     from labeldp import denoisers as D
-    from labeldp.atomic_io import write_text_atomic
-    from labeldp.data.prepare import load_prepared
     from labeldp.dpsgd import Batch, DPSGDConfig, make_dpsgd_step, poisson_batches, sample_alt_batch
     from labeldp.methods.common import build_model_for
     from labeldp.training import to_float_images

@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_step import cpu_model, loadavg  # noqa: E402
 from labeldp import records  # noqa: E402
+from labeldp.mechanisms.regression_core import DiscreteRandomizer  # noqa: E402
 
 PAPER_G3 = {52: 2.38, 416: 17.1, 1664: 161.0}  # 003 Table G.3, Census, eps = 1 (seconds)
 GOAL_S = 161.0
@@ -128,7 +129,6 @@ def worker(spec: dict) -> dict:
 
     from labeldp.mechanisms import regression_unbiased as R
     from labeldp.mechanisms import regression_unbiased_lp as LP
-    from labeldp.mechanisms.regression_core import DiscreteRandomizer
 
     sup, p = PRIORS[spec["dataset"]]()
     eps, mesh, solver = float(spec["eps"]), int(spec["mesh"]), spec["solver"]

@@ -63,6 +63,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_step import cpu_model, loadavg, memory_gib  # noqa: E402
 from user_level_report import PAPER, PAPER_RATIO, render  # noqa: E402  (the markdown report)
 from user_level_worker import METHODS, VOCAB_SIZES  # noqa: E402  (the timed process)
+from labeldp.records import git_revision  # noqa: E402
 
 
 def run_worker(args: dict) -> dict:
@@ -120,8 +121,6 @@ def main(argv=None) -> int:
     import flax
     import jax
     import optax
-
-    from labeldp.records import git_revision
 
     command = " ".join(
         [".venv/bin/python", "benchmarks/bench_user_level.py", *(argv if argv is not None else sys.argv[1:])]

@@ -44,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_converged_projection import _cos, _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
+from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA = 5.0, 0.2, 1024, 585, 1e-5
 COLUMN = dict(vertices="clipped", coefficient_set="joint", start="predicted", tol=1e-3, max_steps=500, smoothing=1.0)
@@ -82,7 +83,6 @@ def main(argv=None) -> int:
     import jax
     import jax.numpy as jnp
 
-    from labeldp.atomic_io import write_text_atomic
     from labeldp.denoisers.hull_converged import HullOptions, converged_hull_projection
     from labeldp.dpsgd import Batch, sample_alt_batch
 

@@ -14,6 +14,8 @@ import yaml
 
 from labeldp.config_semantics import validate_semantics
 from labeldp.plan import ConfigError
+from labeldp.data.registry import dataset_names  # the registry is the one list of datasets
+from labeldp.data.views import VIEWS  # and its split views
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -43,10 +45,6 @@ def validate_config(config: Mapping[str, Any], schema_path: str | Path) -> None:
     """
     with open(schema_path) as f:
         schema = yaml.safe_load(f)
-    from labeldp.data.registry import (
-        dataset_names,  # the registry is the one list of datasets
-    )
-    from labeldp.data.views import VIEWS  # and its split views
 
     schema["properties"]["datasets"]["propertyNames"] = {"enum": [*dataset_names(), *VIEWS]}
     validator = jsonschema.Draft7Validator(schema)
@@ -112,7 +110,6 @@ def gpu_slots_env(gpu_slots: Any) -> str:
     """
     if gpu_slots is None:
         return ""
-    from labeldp.plan import ConfigError
 
     if isinstance(gpu_slots, bool) or not isinstance(gpu_slots, int) or gpu_slots < 1:
         raise ConfigError(

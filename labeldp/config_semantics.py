@@ -11,6 +11,7 @@ from typing import Any
 
 from labeldp import feature_datasets, pretraining
 from labeldp.methods import registry
+from labeldp.regression import PRIOR_EPSILON
 from labeldp.plan import (
     SOURCE_RENDERERS,
     DATASET_KINDS,
@@ -30,10 +31,6 @@ def _check_prior_budget(config: Mapping[str, Any], table: str, tcfg: Mapping[str
     (else eps2 = eps - eps1 <= 0), caught here before any job runs."""
     if not registry.is_implemented(col.method) or not registry.declared(col.method, "USES_PRIVATE_PRIOR", False):
         return
-    from labeldp.regression.pipeline import (
-        PRIOR_EPSILON,  # JAX-heavy: imported only for a prior-based column
-    )
-
     opts = variant_options(config, col.method, col.variant)
     eps1 = float(opts.get("prior_epsilon", PRIOR_EPSILON.get(tcfg["dataset"], 0.0)))
     for eps in tcfg.get("epsilons", []):

@@ -21,6 +21,9 @@ from labeldp.methods import registry
 from labeldp.methods.base import MethodResult, RunSpec
 from labeldp.pretrained_init import attach
 from labeldp.pretraining import add_pretrained_argument, parse_pretrained_args
+from labeldp.plan import run_id as _run_id
+from labeldp.data.prepare import load_prepared
+from labeldp.data.views import held_dataset
 
 
 def run_spec(spec: RunSpec, data) -> MethodResult:
@@ -53,8 +56,6 @@ def build_record(
     record's ``environment.git`` is it; if the checkout moved during the run, the revision at
     write time is kept beside it as ``environment.git_at_write``.
     """
-    from labeldp.plan import run_id as _run_id
-
     run_id = _run_id(spec)
     metrics = dict(result.metrics)
     metrics.setdefault("diverged", False)
@@ -123,9 +124,6 @@ def run_arguments(doc: str) -> argparse.ArgumentParser:
 
 def load_run(args: argparse.Namespace):
     """``(spec, prepared data)`` of parsed :func:`run_arguments`; exits naming a dataset mismatch."""
-    from labeldp.data.prepare import load_prepared
-    from labeldp.data.views import held_dataset
-
     spec = RunSpec.from_dict(json.loads(args.spec))
     data = load_prepared(args.data)
     if held_dataset(data) != spec.dataset:

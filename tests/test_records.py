@@ -110,7 +110,7 @@ def test_runner_takes_the_revision_before_training(tmp_path, monkeypatch):
     import types
 
     data = types.SimpleNamespace(name="mnist", x_train=np.zeros((4, 28, 28, 1)), x_test=np.zeros((2, 28, 28, 1)))
-    monkeypatch.setattr("labeldp.data.prepare.load_prepared", lambda path: data)
+    monkeypatch.setattr(runner, "load_prepared", lambda path: data)  # where runner.load_run looks it up
     out = tmp_path / "rec.json"
     spec = '{"dataset": "mnist", "method": "rr", "variant": "default", "epsilon": 1.0, "delta": 0.0, "seed": 0, "hparams": {}}'
     assert runner.main(["--spec", spec, "--data", "x.npz", "--out", str(out)]) == 0

@@ -44,6 +44,7 @@ from labeldp.ads.train import init_params, run_shuffled_epochs
 from labeldp.dpsgd import DPSGDConfig, make_dpsgd_step, make_sgd_step
 from labeldp.dpsgd.loop import run_dp_loop, split_init_key
 from labeldp.dpsgd.training_plan import DPTrainingPlan
+from labeldp.mechanisms.classification import randomized_response
 
 __all__ = ["split_budget", "debiased_rr_weights", "HybridConfig", "train_hybrid", "PHASE_OPTIMIZERS"]
 
@@ -208,8 +209,6 @@ def train_hybrid(
       "phase1_loss", "phase2_loss", "phase2_steps", "phase2_clipping" (how the clipped sums were
       computed, :mod:`labeldp.dpsgd.clipping`), "seconds"}``.
     """
-    from labeldp.mechanisms.classification import randomized_response
-
     t0 = time.perf_counter()
     params = init_params(model, x_num, x_cat, seed=seed)
     out: dict[str, Any] = {"label_noise_rate": None, "phase1_loss": None, "phase2_loss": None, "phase2_steps": 0}

@@ -39,7 +39,13 @@ import time
 
 import numpy as np
 
+from labeldp import accounting
 from labeldp.accounting import label_events
+from labeldp.ads.hybrid import PHASE_OPTIMIZERS, HybridConfig, split_budget, train_hybrid
+from labeldp.ads.hybrid_run import PHASE1_HPARAMS, PHASE2_HPARAMS, evaluate_auc, hybrid_model
+from labeldp.data.sources.criteo_attribution import cap_examples_per_user
+from labeldp.dpsgd.training_plan import make_training_plan
+from labeldp.mechanisms.classification import group_privacy
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec, check_options, label_dp_outcome
 
 __all__ = ["run_hybrid_user_level", "OPTIONS", "PHASE_SPLITS", "K_MAX", "user_level_delta", "user_level_epsilon"]
@@ -105,8 +111,6 @@ def user_level_epsilon(
 
 
 def _capped(data, *, k: int, seed: int, stream: int):
-    from labeldp.data.sources.criteo_attribution import cap_examples_per_user
-
     idx = cap_examples_per_user(data.user_train, k=k, seed=seed * 1000 + stream, with_replacement=True)
     return data.x_num_train[idx], data.x_cat_train[idx], np.asarray(data.y_train[idx], np.int64)
 
@@ -124,12 +128,6 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     Returns:
       A :class:`MethodResult` with ``test_auc`` and the user-level privacy (``privacy_unit: "user"``).
     """
-    from labeldp import accounting
-    from labeldp.ads.hybrid import PHASE_OPTIMIZERS, HybridConfig, split_budget, train_hybrid
-    from labeldp.ads.hybrid_run import evaluate_auc, hybrid_model
-    from labeldp.dpsgd.training_plan import make_training_plan
-    from labeldp.mechanisms.classification import group_privacy
-
     if getattr(data, "task", None) != "binary_classification" or getattr(data, "user_train", None) is None:
         raise ValueError(
             f"{name} needs binary ads data with user ids and sensitive features (criteo_attribution); "
@@ -150,7 +148,6 @@ def run_hybrid_user_level(data, spec: RunSpec, *, name: str) -> MethodResult:
     k = int(k)
     eps1, eps2 = split_budget(spec.epsilon, rule=PHASE_SPLITS[split])
     hp = dict(spec.hparams)
-    from labeldp.ads.hybrid_run import PHASE1_HPARAMS, PHASE2_HPARAMS
 
     need = (PHASE1_HPARAMS if eps1 > 0 else ()) + (PHASE2_HPARAMS if eps2 > 0 else ())
     missing = [h for h in need if not hp.get(h)]

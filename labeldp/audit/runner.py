@@ -27,6 +27,7 @@ import numpy as np
 from labeldp import records
 from labeldp.audit.one_run import audit, make_label_canaries
 from labeldp.methods.base import RunSpec
+from labeldp.runner import load_run, run_arguments, run_with_result
 
 AUDIT_STREAM = 7
 """Stream id of the canary generator, ``numpy.random.default_rng([seed, AUDIT_STREAM])``."""
@@ -74,8 +75,6 @@ def run_audit(
     spec: RunSpec, data, *, train_subset: int, num_canaries: int, confidence: float, config: dict | None = None
 ) -> dict[str, Any]:
     """Trains ``spec`` on the canary data and returns its record with an ``audit`` section."""
-    from labeldp.runner import run_with_result
-
     audited, canaries = canary_data(data, train_subset=train_subset, num_canaries=num_canaries, seed=spec.seed)
     t0 = time.perf_counter()
     record, result = run_with_result(spec, audited, config=config)
@@ -123,8 +122,6 @@ def audit_summary(record: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from labeldp.runner import load_run, run_arguments
-
     p = run_arguments(__doc__)
     add_audit_arguments(p)
     a = p.parse_args(argv)

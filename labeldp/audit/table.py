@@ -34,7 +34,7 @@ from typing import Any, Mapping, Sequence
 from labeldp import records
 from labeldp.audit.one_run import epsilon_lower_bound
 from labeldp.audit.plan import audit_runs
-from labeldp.plan import columns, format_eps
+from labeldp.plan import calibration_relation, columns, format_eps
 from labeldp.report.render import write_atomic_text
 
 FAIL = "FAIL: lower bound above the label-substitution eps"
@@ -52,8 +52,6 @@ def _fmt(v: Any) -> str:
 
 def audit_rows(config: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per planned audited run (a missing record is a ``not run`` row)."""
-    from labeldp.plan import calibration_relation
-
     acfg = config["audit"]
     labels = {c.id: c.label for c in columns(config["tables"][acfg["table"]])}
     rows = []

@@ -46,6 +46,8 @@ from labeldp.data.rawformats import (
 )
 from labeldp.data import views
 from labeldp.data.registry import DATASETS, DatasetSpec, get_spec, source_module
+from labeldp import __version__ as labeldp_version
+from labeldp.data.tabular import load_prepared_tabular
 
 __all__ = [
     "SOURCE_OFFICIAL",
@@ -221,8 +223,6 @@ def prepare_image_dataset(
                     file=sys.stderr,
                 )
 
-    from .. import __version__ as labeldp_version
-
     metadata = {
         "format_version": FORMAT_VERSION,
         "dataset": name,
@@ -260,8 +260,6 @@ def load_prepared(path: str | os.PathLike):
     :class:`PreparedData`, of kind ``image`` or ``features``) or by a tabular preparation (a :class:`labeldp.data.tabular.PreparedTabular`); no pickles."""
     with np.load(Path(path), allow_pickle=False) as npz:
         if "metadata" in npz.files and json.loads(str(npz["metadata"][()])).get("kind") == "tabular":
-            from labeldp.data.tabular import load_prepared_tabular
-
             return load_prepared_tabular(path)
         missing = {"x_train", "y_train", "x_test", "y_test", "metadata"} - set(npz.files)
         if missing:

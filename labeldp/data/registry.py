@@ -27,14 +27,6 @@ from types import MappingProxyType, ModuleType
 from typing import Callable, Iterator, Mapping, TypeVar
 
 from labeldp.data import sources
-from labeldp.data.rawformats.ipums_extract import (  # re-exported: see __all__
-    CENSUS1940_CATEGORICAL_FEATURES,
-    CENSUS1940_DEFAULT_FILENAME,
-    CENSUS1940_INSTRUCTIONS,
-    CENSUS1940_LABEL,
-    CENSUS1940_NUMERICAL_FEATURES,
-    CENSUS1940_VARIABLES,
-)
 from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
 
 V = TypeVar("V")
@@ -50,12 +42,6 @@ __all__ = [
     "extension_sources",
     "get_spec",
     "source_module",
-    "CENSUS1940_LABEL",
-    "CENSUS1940_CATEGORICAL_FEATURES",
-    "CENSUS1940_NUMERICAL_FEATURES",
-    "CENSUS1940_VARIABLES",
-    "CENSUS1940_DEFAULT_FILENAME",
-    "CENSUS1940_INSTRUCTIONS",
 ]
 
 

@@ -7,6 +7,7 @@ neither imports the other. The options are documented in :mod:`labeldp.methods.l
 from __future__ import annotations
 
 from labeldp.methods.base import RunSpec, check_options
+from labeldp import denoisers
 
 __all__ = [
     "HULL_DEFAULTS",
@@ -128,8 +129,6 @@ def projection_step_size(value) -> float | str:
 
 def make_denoiser_for(spec: RunSpec):
     """The denoiser a run's options and hyper-parameters describe."""
-    from labeldp import denoisers
-
     name = spec.options.get("denoiser", "alt_conv")
     if name not in _DENOISER_OPTIONS:
         raise ValueError(f"unknown denoiser {name!r} in variant {spec.variant!r}; use alt_conv, self_conv or self_span")

@@ -34,6 +34,7 @@ from labeldp import records
 from labeldp.atomic_io import write_text_atomic
 from labeldp.mechanisms.regression_bins import rr_on_bins
 from labeldp.mechanisms.regression_unbiased import optimal_unbiased_randomizer
+from labeldp.report.render import save_figure
 
 __all__ = ["TABLE1", "LABELS", "example_record", "render_figure2"]
 
@@ -116,8 +117,6 @@ def render_figure2(record: Mapping[str, Any], *, out_dir: Path, name: str) -> li
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from labeldp.report.render import save_figure
 
     d, mt = record["details"], record["metrics"]
     outs, mat = np.asarray(d["optimal_unbiased"]["outputs"]), np.asarray(d["optimal_unbiased"]["matrix"])

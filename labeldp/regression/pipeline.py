@@ -27,7 +27,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+from labeldp.regression import PRIOR_EPSILON
 from labeldp.selection import VALIDATION_SEED, validation_split  # noqa: F401 (re-exported)
+from labeldp.regression.model import TabularMLP, model_for
+from labeldp.regression.train import RegressionTrainConfig, predict, train_regression
 
 __all__ = [
     "Randomized",
@@ -39,10 +42,6 @@ __all__ = [
 ]
 
 JOINT_BINS = (26, 40)
-# 003 Section 4: eps1 for the private prior, by data set (0.017 Criteo Search, 0.002 Census);
-# the RAND HIE stand-in (16k rows, 21 labels) takes 0.03 (project choice: Lap(2/0.03) per bin
-# against counts of about 700 per label). Overridable per variant (option prior_epsilon).
-PRIOR_EPSILON = {"criteo_search": 0.017, "census1940": 0.002, "rand_hie": 0.03}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +65,7 @@ def prior_epsilon(data, spec: RunSpec) -> float:
     if not eps1 > 0:
         raise ValueError(
             f"no prior budget eps1 for dataset {data.name!r}: add it to PRIOR_EPSILON in "
-            "labeldp/regression/pipeline.py or set the variant option prior_epsilon"
+            "labeldp/regression/__init__.py or set the variant option prior_epsilon"
         )
     if eps1 >= spec.epsilon:
         raise ValueError(
@@ -106,9 +105,6 @@ def run_label_randomizer(data, spec: RunSpec, randomize: Callable[..., Randomize
     Returns:
       The :class:`MethodResult` with ``test_mse``, ``noisy_label_mse``, ``validation_noisy_mse``.
     """
-    from labeldp.regression.model import TabularMLP, model_for
-    from labeldp.regression.train import RegressionTrainConfig, predict, train_regression
-
     if getattr(data, "kind", None) != "tabular":
         raise ValueError(f"{name} runs on tabular regression data; {getattr(data, 'name', data)!r} is not")
     if spec.private and not spec.epsilon > 0:

@@ -22,6 +22,14 @@ import numpy as np
 
 from labeldp.accounting import label_events
 from labeldp.methods.base import PrivacyOutcome, RunSpec, label_dp_outcome
+from labeldp.mechanisms.regression import (
+    estimate_prior,
+    laplace_mechanism,
+    optimal_unbiased_randomizer,
+    rr_on_bins,
+    staircase_mechanism,
+    unbiased_randomized_rounding,
+)
 from labeldp.regression.pipeline import Randomized, prior_epsilon
 
 __all__ = ["additive", "rr_on_bins_randomizer", "optimal_unbiased_randomizer_fn", "pure_dp"]
@@ -44,8 +52,6 @@ def pure_dp(epsilon: float, mechanism: str, *, budget_split: tuple[float, ...] |
 
 def additive(kind: str, *, clip: bool):
     """A ``randomize`` for the Laplace (``kind="laplace"``) or staircase mechanism."""
-    from labeldp.mechanisms.regression import laplace_mechanism, staircase_mechanism
-
     mech = {"laplace": laplace_mechanism, "staircase": staircase_mechanism}[kind]
 
     def randomize(labels, *, data, spec: RunSpec, rng) -> Randomized:
@@ -76,8 +82,6 @@ def additive(kind: str, *, clip: bool):
 
 def _discrete_labels(labels, data, rng):
     """Integer labels as they are; real labels rounded onto the integer support without bias."""
-    from labeldp.mechanisms.regression import unbiased_randomized_rounding
-
     support = data.label_support
     if data.label_integer:
         return np.asarray(labels, dtype=float), support, False
@@ -85,8 +89,6 @@ def _discrete_labels(labels, data, rng):
 
 
 def _prior_and_randomizer(labels, *, data, spec: RunSpec, rng, build, name: str, mesh_size=None) -> Randomized:
-    from labeldp.mechanisms.regression import estimate_prior
-
     eps1 = prior_epsilon(data, spec)
     eps2 = float(spec.epsilon) - eps1
     y, support, rounded = _discrete_labels(labels, data, rng)
@@ -119,8 +121,6 @@ def _prior_and_randomizer(labels, *, data, spec: RunSpec, rng, build, name: str,
 
 def rr_on_bins_randomizer(labels, *, data, spec: RunSpec, rng) -> Randomized:
     """RR-on-Bins with the optimal bins for the private prior ([GKK+23]; 003's baseline)."""
-    from labeldp.mechanisms.regression import rr_on_bins
-
     return _prior_and_randomizer(
         labels,
         data=data,
@@ -134,8 +134,6 @@ def rr_on_bins_randomizer(labels, *, data, spec: RunSpec, rng) -> Randomized:
 def optimal_unbiased_randomizer_fn(labels, *, data, spec: RunSpec, rng) -> Randomized:
     """003's optimal unbiased randomizer (Algorithms 1-4) on the Algorithm 2 mesh of
     ``hparams["mesh_size"]`` outputs (default: the number of labels)."""
-    from labeldp.mechanisms.regression import optimal_unbiased_randomizer
-
     mesh = spec.hparams.get("mesh_size")
     mesh = int(data.label_support.size if mesh in (None, "labels") else mesh)
     if mesh < 2:

@@ -66,6 +66,7 @@ from labeldp.report.render import (  # noqa: F401
     write_atomic_text,
     write_csv,
 )
+from labeldp.data.views import base_dataset
 
 #: Why a private cell of a derived-metric table has no number when its non-private cell has no records.
 NO_NONPRIVATE_REFERENCE = "the non-private reference (needed for the relative AUC loss) has no records"
@@ -255,8 +256,6 @@ def nonprivate_reference(np_cell: Cell | None) -> tuple[float | None, str]:
 
 def _ref_dataset(tcfg: Mapping[str, Any]) -> str:
     """The dataset the paper's cells are filed under: a split view's base (labeldp.data.views)."""
-    from labeldp.data.views import base_dataset
-
     return base_dataset(tcfg["dataset"])
 
 

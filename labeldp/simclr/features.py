@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from labeldp.data.prepare import atomic_savez
+
 __all__ = ["load_encoder", "extract_features", "linear_probe_accuracy", "write_features", "main"]
 
 FORMAT_VERSION = 1
@@ -95,8 +97,6 @@ def linear_probe_accuracy(
 
 def write_features(*, data: str | Path, encoder_dir: str | Path, out: str | Path, dataset_name: str) -> dict[str, Any]:
     """Extracts train and test features and writes the features file; returns its metadata."""
-    from labeldp.data.prepare import atomic_savez
-
     data = Path(data)
     if not data.is_file():
         raise FileNotFoundError(f"{data}: no prepared dataset; build it first")

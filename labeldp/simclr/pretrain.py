@@ -39,8 +39,9 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from labeldp.atomic_io import write_bytes_atomic
+from labeldp.records import write_json_atomic
 
-__all__ = ["SimCLRConfig", "PretrainResult", "pretrain", "main"]
+__all__ = ["SimCLRConfig", "PretrainResult", "make_step", "pretrain", "main"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -127,7 +128,8 @@ def load_images(path: str | os.PathLike) -> np.ndarray:
     return x
 
 
-def _make_step(model, tx, temperature: float):
+def make_step(model, tx, temperature: float):
+    """The jitted SimCLR training step (two augmented views, NT-Xent loss, one optimizer update)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -198,8 +200,6 @@ def pretrain(
             "(the workflow names it by the ssl id) or delete that directory to start over"
         )
     if not cfg_path.exists():
-        from labeldp.records import write_json_atomic
-
         write_json_atomic(cfg_path, config.to_dict())
     mngr = ocp.CheckpointManager(out / "checkpoints", options=ocp.CheckpointManagerOptions(max_to_keep=2, create=True))
     resumed_from = mngr.latest_step()
@@ -209,7 +209,7 @@ def pretrain(
     start = int(state["epoch"])
     params, stats, opt_state = state["params"], state["batch_stats"], state["opt_state"]
     loss_curve = np.asarray(state["loss_curve"], np.float64).copy()
-    step = _make_step(model, tx, float(config.temperature))
+    step = make_step(model, tx, float(config.temperature))
     x_dev = jax.device_put(images)
     base = jax.random.key(config.seed + 1)
     seconds, seen = 0.0, 0
@@ -270,7 +270,6 @@ def pretrain(
         "optimizer": "add_decayed_weights(weight_decay) + adam(learning_rate) (coupled L2, as torch Adam)",
         "labels_read": False,
     }
-    from labeldp.records import write_json_atomic
 
     rec_path = write_json_atomic(out / "pretrain.json", record)
     return PretrainResult(enc_path, Path(rec_path), record)

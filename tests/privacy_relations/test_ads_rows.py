@@ -290,19 +290,19 @@ def test_row_hybrid_user_level(ads_data):
         )
 
     # RR split: RR at eps/k on each of the user's k labels, exactly eps for the user's k labels
-    import labeldp.mechanisms.classification as CM
+    import labeldp.ads.hybrid as H  # phase 1's RR, looked up where train_hybrid calls it
 
-    calls, real_rr = [], CM.randomized_response
+    calls, real_rr = [], H.randomized_response
 
     def spy(y, **kw):
         calls.append((len(y), kw["epsilon"]))
         return real_rr(y, **kw)
 
-    CM.randomized_response = spy
+    H.randomized_response = spy
     try:
         rr = mod.run(ads_data, spec("rr", 1.4))
     finally:
-        CM.randomized_response = real_rr
+        H.randomized_response = real_rr
     assert calls == [(USERS * K, pytest.approx(1.4 / K))]
     assert U.max_user_log_ratio(epsilon=1.4, k=K, num_classes=2) == pytest.approx(1.4)
     assert rr.privacy.epsilon == pytest.approx(1.4) and rr.privacy.delta == 0.0

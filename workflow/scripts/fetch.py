@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from labeldp.data.fetch import DataError, fetch_dataset, file_digests
-from labeldp.data.rawformats import STANDIN_SIZES
+from labeldp.data.rawformats import STANDIN_SIZES, make_standin_raw_files
 from labeldp.records import now_utc, write_json_atomic
 
 
@@ -37,8 +37,6 @@ def main() -> int:
     p.add_argument("--manifest", required=True)
     a = p.parse_args()
     if a.standin:
-        from labeldp.data.rawformats import make_standin_raw_files
-
         out_dir = Path(a.data_dir) / a.dataset
         out_dir.mkdir(parents=True, exist_ok=True)
         files = make_standin_raw_files(a.dataset, out_dir, n_train=a.standin_train, n_test=a.standin_test, seed=0)

@@ -77,7 +77,8 @@ from labeldp.data.fetch.transfer import (
     stream_to_temp,
     mirror_dirs,
 )
-from labeldp.data.registry import DatasetSpec, RemoteFile, get_spec
+from labeldp.data.registry import DATASETS, DatasetSpec, RemoteFile, get_spec
+from labeldp.data.sources.rand_hie import fetch_packaged
 
 __all__ = [
     "DataError",
@@ -326,8 +327,6 @@ def fetch_dataset(
     spec = name if isinstance(name, DatasetSpec) else get_spec(name)
     data_dir = Path(data_dir)
     if spec.raw_format == "statsmodels_package":
-        from labeldp.data.sources.rand_hie import fetch_packaged
-
         return fetch_packaged(data_dir=data_dir, quiet=quiet)
     if spec.manual:
         pins = pinned_sha256 if isinstance(pinned_sha256, str) else None
@@ -360,8 +359,6 @@ def fetch_dataset(
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-
-    from labeldp.data.registry import DATASETS
 
     parser = argparse.ArgumentParser(
         prog="python -m labeldp.data.fetch",

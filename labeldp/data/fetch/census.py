@@ -15,13 +15,13 @@ from pathlib import Path
 
 from labeldp.data.fetch.checksums import DataMissingError, verify_file
 from labeldp.data.fetch.transfer import log
-from labeldp.data.registry import (
+from labeldp.data.rawformats.ipums_extract import (
     CENSUS1940_CATEGORICAL_FEATURES,
     CENSUS1940_DEFAULT_FILENAME,
     CENSUS1940_LABEL,
     CENSUS1940_NUMERICAL_FEATURES,
-    DatasetSpec,
 )
+from labeldp.data.registry import DatasetSpec
 
 
 def census_ddi_path(path: Path) -> Path:

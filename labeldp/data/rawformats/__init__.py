@@ -127,6 +127,7 @@ from labeldp.data.rawformats.standin import (
     synthetic_image_splits,
     write_standin_marker,
 )
+from labeldp.data.registry import get_spec, source_module
 
 
 def make_standin_raw_files(
@@ -151,8 +152,6 @@ def make_standin_raw_files(
       ValueError: the dataset has real files here (no stand-in allowed) or its source has no writer.
       FileExistsError: ``directory`` holds files of that name without the marker (real data?).
     """
-    from labeldp.data.registry import get_spec, source_module  # registry discovers the sources, which import this
-
     spec = get_spec(name)
     if not spec.standin_allowed:
         raise ValueError(

@@ -29,6 +29,7 @@ from labeldp.data.rawformats.cifar10_writer import (
     write_deterministic_tar,
 )
 from labeldp.data.rawformats.splits import RawSplits
+from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
 
 __all__ = [
     "CIFAR100_DIRNAME",
@@ -147,8 +148,6 @@ def write_cifar100_standin(
 ) -> list[Path]:
     """SYNTHETIC 32x32x3 images of 100 classes (:func:`labeldp.data.rawformats.standin.synthetic_image_splits`)
     written as ``filename`` in the CIFAR-100 python layout, after the ``STANDIN_SYNTHETIC`` marker."""
-    from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
-
     x_train, y_train, x_test, y_test = synthetic_image_splits(
         num_classes=len(CIFAR100_FINE_LABEL_NAMES), shape=(32, 32, 3), n_train=n_train, n_test=n_test, seed=seed
     )

@@ -26,6 +26,7 @@ from labeldp.data.rawformats.cifar10_reader import (
     CIFAR10_TEST_MEMBER,
     CIFAR10_TRAIN_MEMBERS,
 )
+from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
 
 
 # --- a Python 2 style (protocol 2, str = BINSTRING) pickle writer, as in the official files
@@ -195,8 +196,6 @@ def write_cifar10_standin(
 ) -> list[Path]:
     """SYNTHETIC 32x32x3 images (:func:`labeldp.data.rawformats.standin.synthetic_image_splits`, 10 classes)
     written as ``filename`` in the CIFAR-10 python layout, after the ``STANDIN_SYNTHETIC`` marker."""
-    from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
-
     x_train, y_train, x_test, y_test = synthetic_image_splits(
         num_classes=10, shape=(32, 32, 3), n_train=n_train, n_test=n_test, seed=seed
     )

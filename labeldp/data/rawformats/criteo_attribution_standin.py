@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldp.data.rawformats.standin import standin_rows
+from labeldp.data.rawformats.standin import standin_rows, write_standin_marker
 
 from labeldp.data.rawformats.criteo_attribution import ARCHIVE, COLUMNS, MEMBER
 
@@ -67,8 +67,6 @@ def write_standin(
     """
     n_rows = standin_rows(n_rows, n_train, n_test)
     import pandas as pd
-
-    from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < 40:
         raise ValueError(f"n_rows must be >= 40 (a few users in each split), got {n_rows}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from labeldp.data.rawformats.standin import standin_rows
+from labeldp.data.rawformats.standin import standin_rows, write_standin_marker
 
 from labeldp.data.rawformats.criteo_dac import (
     ARCHIVE,
@@ -161,7 +161,6 @@ def write_standin(
       ``[path of the archive]``.
     """
     n_rows = standin_rows(n_rows, n_train, n_test)
-    from labeldp.data.rawformats import write_standin_marker
 
     if n_rows < MIN_ROWS:
         raise ValueError(f"n_rows must be >= {MIN_ROWS}")

@@ -17,6 +17,8 @@ from typing import Mapping
 import numpy as np
 
 from labeldp.data.rawformats.splits import RawSplits
+from labeldp.data.dataset_spec import DatasetSpec, RemoteFile
+from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
 
 IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned byte, 1 dimension
 IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned byte, 3 dimensions
@@ -137,8 +139,6 @@ IDX_FILENAMES = (
 def idx_files(primary: str, fallbacks: tuple[str, ...], md5: Mapping[str, str], sha256: Mapping[str, str], size):
     """The :class:`~labeldp.data.dataset_spec.RemoteFile` of each of :data:`IDX_FILENAMES` under ``primary``
     (then each of ``fallbacks``), with its md5 and, where known, its sha256 and size."""
-    from labeldp.data.dataset_spec import RemoteFile
-
     return tuple(
         RemoteFile(
             filename=name,
@@ -173,8 +173,6 @@ def write_idx_standin(
 ) -> list[Path]:
     """SYNTHETIC 28x28 images (:func:`labeldp.data.rawformats.standin.synthetic_image_splits`) written as
     the four IDX files, after the ``STANDIN_SYNTHETIC`` marker. Returns the files' paths."""
-    from labeldp.data.rawformats.standin import synthetic_image_splits, write_standin_marker
-
     x_train, y_train, x_test, y_test = synthetic_image_splits(
         num_classes=num_classes, shape=(28, 28, 1), n_train=n_train, n_test=n_test, seed=seed
     )
@@ -191,8 +189,6 @@ def idx_image_spec(*, name: str, title: str, files, homepage: str, citation: str
     ``torchvision/datasets/mnist.py``, ``resources`` lists); where a verified copy of the official file is in
     the project's shared mirror, its sha256 is pinned too (``shared/data/SOURCES.md``; every one of those
     files has the official md5)."""
-    from labeldp.data.dataset_spec import DatasetSpec
-
     return DatasetSpec(
         name=name,
         title=title,

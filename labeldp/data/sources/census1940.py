@@ -141,7 +141,7 @@ def _read(path: Path, cat_cols: list[str], num_cols: list[str], subset: int | No
         raise TabularDataError(
             f"census1940: {path} lacks the columns {missing} (header: {header[:40]}). Make a new "
             f"IPUMS extract that includes them (see CENSUS1940_INSTRUCTIONS in "
-            f"labeldp.data.registry):\n\n{CENSUS1940_INSTRUCTIONS}"
+            f"labeldp.data.rawformats.ipums_extract):\n\n{CENSUS1940_INSTRUCTIONS}"
         )
     counts = {"rows_read": 0, "rows_dropped_label_0": 0, "rows_dropped_label_other": 0, "numerical_empty_filled": 0}
     ys, cats, nums, kept = [], [], [], 0

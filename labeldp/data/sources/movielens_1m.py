@@ -33,6 +33,8 @@ from labeldp.data.fetch import file_digests
 from labeldp.data.rawformats.movielens import read_movielens_ratings, write_movielens_zip
 from labeldp.data.rawformats.standin import begin_tabular_standin, is_standin_dir, read_standin_marker
 from labeldp.data.tabular import TabularDataError, random_split
+from labeldp import __version__ as labeldp_version
+from labeldp.data.prepare import atomic_savez
 
 __all__ = ["SPEC", "ARCHIVE", "CLASS_VALUES", "KIND", "prepare_dataset", "write_standin"]
 
@@ -87,9 +89,6 @@ def prepare_dataset(
     Raises:
       TabularDataError: the archive is missing, a bad ``subset`` or ``source``, or too few ratings.
     """
-    from labeldp import __version__ as labeldp_version
-    from labeldp.data.prepare import atomic_savez
-
     raw_dir, out_path = Path(raw_dir), Path(out_path)
     path = raw_dir / ARCHIVE
     if not path.is_file():

@@ -11,13 +11,13 @@ import pytest
 
 from labeldp.data.sources import census1940 as cen
 from labeldp.data.rawformats import STANDIN_MARKER, make_standin_raw_files, read_standin_marker
-from labeldp.data.registry import (
+from labeldp.data.rawformats.ipums_extract import (
     CENSUS1940_CATEGORICAL_FEATURES,
     CENSUS1940_DEFAULT_FILENAME,
     CENSUS1940_NUMERICAL_FEATURES,
     CENSUS1940_VARIABLES,
-    DATASETS,
 )
+from labeldp.data.registry import DATASETS
 from labeldp.data.tabular import TabularDataError, load_prepared_tabular, random_split
 
 
