@@ -14,6 +14,16 @@ from labeldp.config import load_config, load_workflow_config
 REPO = Path(__file__).resolve().parents[1]
 
 
+def project_modules() -> dict[str, Path]:
+    """Every module of the packages ``labeldp`` and ``baselines``: dotted name -> source path."""
+    out = {}
+    for pkg in ("labeldp", "baselines"):
+        for path in (REPO / pkg).rglob("*.py"):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
 def repo_config(*extra: str, **overrides):
     files = [REPO / "workflow/config/config.yaml"] + [REPO / "workflow/config" / e for e in extra]
     cfg = load_config(*files)

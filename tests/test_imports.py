@@ -8,19 +8,10 @@ import ast
 import sys
 from pathlib import Path
 
-from tests.helpers import REPO
+from tests.helpers import project_modules
 
 #: Cycles still open: none (the last four were broken by giving the shared parts modules of their own).
 KNOWN_CYCLES: set[frozenset[str]] = set()
-
-
-def _modules() -> dict[str, Path]:
-    out = {}
-    for pkg in ("labeldp", "baselines"):
-        for path in (REPO / pkg).rglob("*.py"):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -87,7 +78,7 @@ def _cycles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
 
 
 def test_no_new_import_cycle_even_through_imports_inside_functions():
-    modules = _modules()
+    modules = project_modules()
     graph = {name: _imports(name, path, modules) for name, path in modules.items()}
     cycles = _cycles(graph)
     new = cycles - KNOWN_CYCLES
@@ -126,7 +117,7 @@ def _underscore_imports(modules: dict[str, Path]) -> list[tuple[str, str, str]]:
 
 def test_no_module_imports_another_modules_underscore_names():
     """Issue 30: a helper another module needs gets a public name in a named module."""
-    found = _underscore_imports(_modules())
+    found = _underscore_imports(project_modules())
     assert not found, f"imports of another module's underscore names (give the helper a public name): {sorted(found)}"
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, project_modules
 
 #: Third-party packages whose import costs enough to keep off a light module's top level.
 HEAVY = frozenset(
@@ -100,15 +100,6 @@ COST_DEFERRALS: dict[str, str] = {
 }
 
 _NOT_METHODS = {"__init__", "common", "torch_models"}
-
-
-def _modules() -> dict[str, Path]:
-    out = {}
-    for pkg in ("labeldp", "baselines"):
-        for path in (REPO / pkg).rglob("*.py"):
-            parts = path.relative_to(REPO).with_suffix("").parts
-            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return out
 
 
 def _rel(path: Path) -> str:
@@ -239,18 +230,18 @@ def _violations(modules: dict[str, Path]) -> tuple[list[str], set[str], set[tupl
 
 
 def test_no_project_import_inside_a_function():
-    bad, _, _ = _violations(_modules())
+    bad, _, _ = _violations(project_modules())
     assert not bad, "imports of project modules inside functions:\n" + "\n".join(bad)
 
 
 def test_every_exception_is_still_needed():
-    _, used_deferrals, used_cycles = _violations(_modules())
+    _, used_deferrals, used_cycles = _violations(project_modules())
     stale = sorted(set(COST_DEFERRALS) - used_deferrals) + sorted(map(str, set(CYCLES) - used_cycles))
     assert not stale, f"exceptions no function-level import needs any more (remove them): {stale}"
 
 
 def test_the_heavy_closure_follows_top_level_imports_only():
-    top = _TopLevel(_modules())
+    top = _TopLevel(project_modules())
     assert top.heavy("labeldp.methods.base") == frozenset()
     assert "dp_accounting" in top.heavy("labeldp.accounting")
     assert "jax" in top.heavy("labeldp.denoisers")
