@@ -37,8 +37,7 @@ import numpy as np
 from labeldp.accounting import label_events
 from labeldp.accounting.checks import relation_name
 from labeldp.mechanisms.classification import randomized_response
-from labeldp.methods import registry
-from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+from labeldp.methods.base import SELECTION_OPTIONS, MethodResult, PrivacyOutcome, RunSpec, heldout_selection_options
 
 __all__ = [
     "VALIDATION_SEED",
@@ -56,8 +55,6 @@ __all__ = [
     "score_heldout",
 ]
 
-#: The variant options that ask for honest selection.
-SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")
 
 VALIDATION_SEED = 20231
 """Fixes the held-out rows (and the held-out labels' release stream): public, the same everywhere."""
@@ -217,18 +214,14 @@ def selected_by_runner(method, spec: RunSpec) -> bool:
     """Whether the runner holds out and scores this run (:func:`heldout_data`).
 
     Args:
-      method: the method's module, or its id (then its flag is read without importing it, as the planner does).
+      method: the method's module.
       spec: the run.
 
     Returns:
       True when the spec asks for selection (:data:`SELECTION_OPTIONS`) and the module sets
       ``HELDOUT_SELECTION_BY_RUNNER`` (a label release, then training); the DP-SGD family selects itself.
     """
-    if isinstance(method, str):
-        flag = registry.declared(method, "HELDOUT_SELECTION_BY_RUNNER", False)
-    else:
-        flag = getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)
-    return bool(flag) and any(k in spec.options for k in SELECTION_OPTIONS)
+    return bool(getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)) and bool(heldout_selection_options(spec.options))
 
 
 def heldout_data(data, spec: RunSpec) -> HeldOut:

@@ -17,8 +17,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from labeldp import plan, selection
-from labeldp.methods.base import RunSpec
+from labeldp import plan
+from labeldp.methods import registry
+from labeldp.methods.base import RunSpec, heldout_selection_options
 from labeldp.plan import ConfigError, PlannedRun
 from labeldp.sweeps import Sweep, job_chunks
 
@@ -80,12 +81,13 @@ def audit_runs(config: Mapping[str, Any]) -> list[AuditRun]:
                     "(e.g. --configfile workflow/config/audit.yaml, grid: quick)"
                 )
             spec0 = runs[0].spec
-            if selection.selected_by_runner(col.method, spec0):
+            selecting = heldout_selection_options(spec0.options)
+            if selecting and registry.declared(col.method, "HELDOUT_SELECTION_BY_RUNNER", False):
                 raise ConfigError(
-                    f"audit.columns: {cid!r} of {table} selects on held-out rows (variant {col.variant!r} sets "
-                    f"{[k for k in selection.SELECTION_OPTIONS if k in spec0.options]}); the held-out score and the "
-                    "label-canary audit both read the model at data.audit_inputs: audit the column without held-out "
-                    "selection"
+                    f"audit.columns: {cid!r} of {table} selects on held-out rows (variant {col.variant!r} of "
+                    f"{col.method} sets {selecting}); the held-out score and the label-canary audit both read the "
+                    f"model at data.audit_inputs: remove {cid!r} from audit.columns, or audit a column whose variant "
+                    f"does not set {selecting}"
                 )
             for seed in acfg["seeds"]:
                 spec = dataclasses.replace(spec0, seed=int(seed))

@@ -250,6 +250,15 @@ OPTIMIZER_OPTIONS = ("momentum", "nesterov", "lr_schedule", "warmup_fraction", "
 NETWORK_OPTIONS = ("model", "init_from")
 AUGMENT_OPTIONS = ("augment", "augment_pad", "augment_cutout")
 RECIPE_OPTIONS = OPTIMIZER_OPTIONS + NETWORK_OPTIONS + AUGMENT_OPTIONS
+#: The variant options that ask for honest selection on held-out training rows (:mod:`labeldp.selection`).
+SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")
+
+
+def heldout_selection_options(options: Mapping[str, Any]) -> list[str]:
+    """The held-out selection options (:data:`SELECTION_OPTIONS`) that ``options`` sets, in that order.
+
+    Standard library only, so the planner can ask without loading the selection code."""
+    return [k for k in SELECTION_OPTIONS if k in options]
 
 
 def recipe_options_refused(*, optimizer: str, network: str) -> dict[str, str]:

@@ -6,7 +6,7 @@ neither imports the other. The options are documented in :mod:`labeldp.methods.l
 
 from __future__ import annotations
 
-from labeldp.methods.base import RunSpec, check_options
+from labeldp.methods.base import SELECTION_OPTIONS, RunSpec, check_options
 from labeldp import denoisers
 
 __all__ = [
@@ -29,15 +29,14 @@ _HULL_OPTIONS = (
     "projection_tol",
     "projection_algorithm",
 )
-_SELECTION_OPTIONS = ("validation_fraction", "validation_epsilon")  # honest selection (labeldp.selection)
 # options of the DP-SGD step every denoiser runs in (the denoiser's name, amplification, the clipping formulation and
 # SGD ``momentum``, which acts after the denoiser: post-processing)
 _STEP_OPTIONS = ("denoiser", "amplification", "clipping_formulation", "momentum")
-OPTIONS = _STEP_OPTIONS + ("alt_batch_size",) + _HULL_OPTIONS + _SELECTION_OPTIONS
+OPTIONS = _STEP_OPTIONS + ("alt_batch_size",) + _HULL_OPTIONS + SELECTION_OPTIONS
 _DENOISER_OPTIONS = {  # the options each denoiser uses; any other is refused, not ignored
     "alt_conv": OPTIONS,
-    "self_conv": _STEP_OPTIONS + _HULL_OPTIONS + _SELECTION_OPTIONS,
-    "self_span": _STEP_OPTIONS + _SELECTION_OPTIONS,
+    "self_conv": _STEP_OPTIONS + _HULL_OPTIONS + SELECTION_OPTIONS,
+    "self_span": _STEP_OPTIONS + SELECTION_OPTIONS,
 }
 #: The projection when a variant says nothing (the converged projection, issue 13): vertices
 #: clipped to C, one joint simplex, started at the model's predicted probabilities, FISTA to a

@@ -4,6 +4,8 @@ log-probabilities at the canaries, the audit record, the table's verdicts and th
 import csv
 import dataclasses
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
 from labeldp.plan import ConfigError
 
+from tests.helpers import REPO
 from tests.helpers import audit_config as _config
 
 CLASSIFIERS = ["rr", "rr_debiased", "lp_2st", "alibi", "dpsgd", "labeldp_pro", "dpsgd_opacus", "nonprivate"]
@@ -132,6 +135,14 @@ def test_the_audit_plan_refuses_a_column_that_selects_on_held_out_rows(tmp_path,
     }
     with pytest.raises(ConfigError, match="selects on held-out rows"):
         audit_plan.audit_runs(cfg)
+
+
+def test_planning_the_audit_loads_no_accountant():
+    """Every Snakefile parse imports labeldp.audit.plan (workflow/rules/audit.smk): its held-out check reads the
+    method's flag without the selection code, which brings dp_accounting."""
+    code = "import sys, labeldp.audit.plan; print('dp_accounting' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "False"
 
 
 def _fake_audit_record(run, *, r, v, sub, ar=None, valid=True, lb=0.0):
