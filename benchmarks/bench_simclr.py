@@ -55,7 +55,7 @@ def measure(shape, width: int, batch: int, reps: int) -> dict:
     model = SimCLRNet(width=width)
     v = model.init(jax.random.key(0), np.zeros((2, *shape), np.float32))
     tx = optax.chain(optax.add_decayed_weights(1e-6), optax.adam(1e-3))
-    step = make_step(model, tx, 0.5)
+    step = make_step(model, tx, temperature=0.5)
     state = [v["params"], v["batch_stats"], tx.init(v["params"])]
 
     def run_step():

@@ -36,8 +36,8 @@ This module is the public import surface; the code lives in:
 * :mod:`labeldp.mechanisms.classification_group_privacy` -- PrivacyBudget and
   group privacy.
 
-Callers that tests spy on (``monkeypatch.setattr(classification, name, ...)``)
-import from this module at call time, so patches here take effect.
+Callers import these names at their module's top, so a test that spies on one patches the name where the
+caller looks it up (e.g. ``monkeypatch.setattr(labeldp.ads.hybrid, "randomized_response", ...)``), not here.
 """
 
 from labeldp.mechanisms.classification_alibi import (  # noqa: F401

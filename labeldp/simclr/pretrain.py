@@ -128,7 +128,7 @@ def load_images(path: str | os.PathLike) -> np.ndarray:
     return x
 
 
-def make_step(model, tx, temperature: float):
+def make_step(model, tx, *, temperature: float):
     """The jitted SimCLR training step (two augmented views, NT-Xent loss, one optimizer update)."""
     import jax
     import jax.numpy as jnp
@@ -209,7 +209,7 @@ def pretrain(
     start = int(state["epoch"])
     params, stats, opt_state = state["params"], state["batch_stats"], state["opt_state"]
     loss_curve = np.asarray(state["loss_curve"], np.float64).copy()
-    step = make_step(model, tx, float(config.temperature))
+    step = make_step(model, tx, temperature=float(config.temperature))
     x_dev = jax.device_put(images)
     base = jax.random.key(config.seed + 1)
     seconds, seen = 0.0, 0
