@@ -16,8 +16,9 @@ examples) and, over ``--draws`` batches of 1024 (drawn without replacement; ever
 batches), the gradient of RR's loss, of RR-Debiased's and of the clean loss on the batch. Each batch
 gradient ``g`` is split along ``G``: ``along = <g, G> / |G|^2`` (the progress a step makes, in units of
 the clean gradient) and ``across = |g - along G| / |G|`` (the rest). Reported per checkpoint and loss:
-mean (std over draws) of ``along``, ``across``, the cosine with ``G``, and ``across / along``: the
-off-course movement per unit of progress, which no step size changes (a smaller step scales both). The
+mean (std over draws) of ``along``, ``across`` and the cosine with ``G``, and the ratio of the means
+``mean across / mean along``: the off-course movement per unit of progress, which no step size changes (a
+smaller step scales both; a ratio of means, since ``along`` of one batch can be near 0). The
 same split of each loss's gradient over the WHOLE release (every training example, the fixed noisy labels)
 says where full-batch descent on that release goes: RR-Debiased is unbiased over draws of the release, not
 for the one release a run trains on.
@@ -67,7 +68,7 @@ def split_along(g: np.ndarray, clean: np.ndarray) -> dict[str, float]:
     along = float(g @ clean) / cc
     across = float(np.linalg.norm(g - along * clean)) / np.sqrt(cc)
     cos = float(g @ clean) / (float(np.linalg.norm(g)) * np.sqrt(cc))
-    return {"along": along, "across": across, "cosine": cos, "across_per_along": across / along}
+    return {"along": along, "across": across, "cosine": cos}
 
 
 def main(argv=None) -> int:
@@ -87,6 +88,8 @@ def main(argv=None) -> int:
     k = int(data.num_classes)
     x = jnp.asarray(to_float_images(data.x_train))
     y = np.asarray(data.y_train)
+    if not 1 <= a.draws <= len(y) // BATCH:
+        p.error(f"--draws must be in [1, {len(y) // BATCH}] (disjoint batches of {BATCH}), got {a.draws}")
     rng = common.label_rng(0, common.STREAM_RANDOMIZED_RESPONSE)
     noisy, w_debiased = rr_debiased.noisy_targets(y, num_classes=k, epsilon=a.eps, rng=rng)
     targets = {
@@ -111,11 +114,12 @@ def main(argv=None) -> int:
         return optax.apply_updates(pr, u), o
 
     def full_gradient(pr, name):
-        total = None
-        for s in range(0, len(y) - len(y) % BATCH, BATCH):  # whole batches: one compiled shape
-            g = _flat(grad(pr, x[s : s + BATCH], targets[name][s : s + BATCH]))
-            total = g if total is None else total + g
-        return np.asarray(total / (len(y) // BATCH), np.float64)
+        """The mean over every training example: batch means weighted by their sizes (the last one is smaller)."""
+        total = 0.0
+        for s in range(0, len(y), BATCH):
+            rows = min(BATCH, len(y) - s)
+            total = total + rows * np.asarray(_flat(grad(pr, x[s : s + rows], targets[name][s : s + rows])), np.float64)
+        return total / len(y)
 
     draw_rng = np.random.default_rng(1)
     train_rng = np.random.default_rng(2)
@@ -142,8 +146,9 @@ def main(argv=None) -> int:
         for name in LOSSES:
             summary = {
                 key: [float(np.mean([r[key] for r in per_loss[name]])), float(np.std([r[key] for r in per_loss[name]]))]
-                for key in ("along", "across", "cosine", "across_per_along")
+                for key in ("along", "across", "cosine")
             }
+            summary["across_over_along_of_means"] = summary["across"][0] / summary["along"][0]
             full = release.get(name, split_along(clean_full, clean_full))
             rows.append(
                 {"step": ckpt, "train_accuracy_first_10k_pct": acc, "loss": name, **summary, "whole_release": full}
@@ -175,7 +180,8 @@ def main(argv=None) -> int:
         f"- one RR release (seed 0): p = {p_rr:.3f}, noisy-label accuracy {result['noisy_label_accuracy']:.3f}; "
         f"checkpoints on {result['trajectory']}; {a.draws} batches of {BATCH} per checkpoint; mean (std over batches)",
         "- along: progress along the clean full-data gradient G per step, in units of G; across: the rest, in units "
-        "of |G|; across / along: off-course movement per unit of progress (no step size changes it)",
+        "of |G|; across / along: the ratio of the two means, off-course movement per unit of progress (no step size "
+        "changes it)",
         "",
         "- whole release: the loss's gradient over every training example (the fixed release's full-batch gradient), "
         "split along G the same way: along / across / cosine",
@@ -187,10 +193,8 @@ def main(argv=None) -> int:
     for r in rows:
         md.append(
             f"| {r['step']} | {r['train_accuracy_first_10k_pct']:.1f} | {r['loss']} | "
-            + " | ".join(
-                f"{r[key][0]:.3f} ({r[key][1]:.3f})" for key in ("along", "across", "cosine", "across_per_along")
-            )
-            + " | "
+            + " | ".join(f"{r[key][0]:.3f} ({r[key][1]:.3f})" for key in ("along", "across", "cosine"))
+            + f" | {r['across_over_along_of_means']:.3f} | "
             + " / ".join(f"{r['whole_release'][key]:.3f}" for key in ("along", "across", "cosine"))
             + " |"
         )
