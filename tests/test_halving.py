@@ -84,6 +84,21 @@ def test_before_the_checkpoint_a_cell_is_partial_even_where_a_point_has_every_se
     assert "stage 1 incomplete" in cell.reason and res.best[1.0] == set()
 
 
+def test_after_the_checkpoint_a_kept_point_without_its_seeds_keeps_the_cell_from_being_bold(cfg):
+    """The cell picks among the kept points that have every seed, but the missing seeds of another kept point could
+    still change it: shown, never the row's best, as the scorecard leaves it unscored."""
+    values = {(0.05, 0): 80.0, (0.1, 0): 90.0, (0.2, 0): 85.0, (0.4, 0): 70.0}
+    values.update({(0.2, 1): 85.0, (0.2, 2): 85.0})  # lr 0.1, kept, lacks seeds 1 and 2
+    _plant(cfg, values)
+    res = tables.build_table(cfg, "table5_mnist")
+    cell = res.cells[("dpsgd", 1.0)]
+    assert cell.best_hparams["learning_rate"] == 0.2 and cell.n_missing == 0
+    assert cell.n_runs == 6 and cell.n_planned_runs == 8 and res.best[1.0] == set()
+    values.update({(0.1, 1): 70.0, (0.1, 2): 70.0})
+    _plant(cfg, values)
+    assert tables.build_table(cfg, "table5_mnist").best[1.0] == {"dpsgd"}
+
+
 def test_the_cell_is_the_best_mean_among_the_kept_points_only(cfg):
     values = {(0.05, 0): 80.0, (0.1, 0): 90.0, (0.2, 0): 85.0, (0.4, 0): 70.0}
     values.update({(0.1, 1): 70.0, (0.1, 2): 70.0, (0.2, 1): 85.0, (0.2, 2): 85.0})

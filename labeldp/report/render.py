@@ -237,7 +237,7 @@ def render_markdown(res: TableResult) -> str:
     out.append("")
     out.append(
         "Each cell: regenerated mean ± std over seeds of the best configuration (paper value in "
-        "parentheses). **Bold**: best valid cell of the row among those with all planned seeds "
+        "parentheses). **Bold**: best valid cell of the row among those whose planned runs all have records "
         '(a cell over fewer says "(k of n seeds)"; a Delta from such a cell says "(partial)"). † : not a valid privacy guarantee '
         "(reference only). `not run`: method or data not available yet. `+dirty`: the tree "
         "had uncommitted code or config changes."

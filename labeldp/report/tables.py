@@ -306,7 +306,8 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
     partial: set[tuple[str, float]] = set()
     best: dict[float, set[str]] = {}
     for e in eps_list:
-        # partial cells (a mean over fewer seeds than planned) are shown but never marked best
+        # partial cells (a mean over fewer seeds than planned, or a search with planned runs missing: another point
+        # could still win, as the scorecard counts it) are shown but never marked best
         eligible = [
             cells[(c.id, e)]
             for c in cols
@@ -315,6 +316,7 @@ def build_table(config: Mapping[str, Any], table: str) -> TableResult:
             and not c.validation
             and cells[(c.id, e)].valid
             and not cells[(c.id, e)].n_missing
+            and cells[(c.id, e)].n_runs >= cells[(c.id, e)].n_planned_runs
         ]
         if eligible:
             top = (min if tcfg["metric"] in LOWER_IS_BETTER else max)(x.mean for x in eligible)
