@@ -37,7 +37,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_converged_projection import _cos, _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
+from bench_converged_projection import dpsgd_checkpoint_setup, train_until  # noqa: E402
+from gradient_vectors import cosine, flat  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA, N2_MAX = 5.0, 0.2, 1024, 585, 1e-5, 256
@@ -117,8 +118,8 @@ def main(argv=None) -> int:
             idx, mask = next(batches)
             batch = Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask))
             key, sk = jax.random.split(key)
-            clean = _flat(step.clipped_sum(state.params, batch, sk)[0]) / N1
-            noisy = _flat(step.noisy_gradient(state.params, batch, sk)[0])
+            clean = flat(step.clipped_sum(state.params, batch, sk)[0]) / N1
+            noisy = flat(step.noisy_gradient(state.params, batch, sk)[0])
             alt = xd[sample_alt_batch(n, size=N2_MAX, rng=np.random.default_rng([a.seed, ck, d, 2]))]
             raw.append(
                 dict(
@@ -126,7 +127,7 @@ def main(argv=None) -> int:
                     draw=d,
                     variant="DP-SGD (no projection)",
                     axis="-",
-                    cos=_cos(noisy, clean),
+                    cos=cosine(noisy, clean),
                     norm_ratio=float(np.linalg.norm(noisy) / np.linalg.norm(clean)),
                     train_acc_2000=acc,
                 )
@@ -145,14 +146,14 @@ def main(argv=None) -> int:
                 res = converged_hull_projection(
                     model.logits, state.params, alt[: v["n2"]], unravel(jnp.asarray(noisy)), options=opts
                 )
-                o = _flat(res.projected)
+                o = flat(res.projected)
                 raw.append(
                     dict(
                         checkpoint=ck,
                         draw=d,
                         variant=name,
                         axis=v["axis"],
-                        cos=_cos(o, clean),
+                        cos=cosine(o, clean),
                         norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
                         iterations=int(res.iterations),
                         gap_relative=float(res.gap_relative),

@@ -35,19 +35,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from gradient_vectors import cosine, flat  # noqa: E402
 from labeldp.data.prepare import load_prepared  # noqa: E402
 
 SIGMA, CLIP, LR, N1, N2, LAMBDA = 1.7556, 5.0, 0.2, 1024, 256, 0.75
-
-
-def _flat(tree):
-    import jax.flatten_util
-
-    return np.asarray(jax.flatten_util.ravel_pytree(tree)[0], np.float64)
-
-
-def _cos(a, b):
-    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-30))
 
 
 def train_until(step, state, key, batches, xd, yd, *, done: int, until: int):
@@ -188,16 +179,16 @@ def main(argv=None) -> int:
         batch = Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask))
         key, sk = jax.random.split(key)
         clean_sum, _ = step.clipped_sum(state.params, batch, sk)
-        clean = _flat(clean_sum) / N1
+        clean = flat(clean_sum) / N1
         noisy_tree, _ = step.noisy_gradient(state.params, batch, sk)
-        noisy = _flat(noisy_tree)
+        noisy = flat(noisy_tree)
         x_alt = xd[sample_alt_batch(n, size=N2, rng=np.random.default_rng([ck, 2]))]
         acc = float(np.mean(np.argmax(np.asarray(model.logits(state.params, xd[:2000])), -1) == y[:2000]) * 100)
         rows.append(
             dict(
                 checkpoint=ck,
                 variant="dpsgd",
-                cos_clean=_cos(noisy, clean),
+                cos_clean=cosine(noisy, clean),
                 norm_ratio=float(np.linalg.norm(noisy) / np.linalg.norm(clean)),
                 train_acc_2000=acc,
             )
@@ -218,12 +209,12 @@ def main(argv=None) -> int:
             )
             jax.block_until_ready(out)
             sec = time.perf_counter() - t0
-        o = _flat(out)
+        o = flat(out)
         rows.append(
             dict(
                 checkpoint=ck,
                 variant="paper_pgd100",
-                cos_clean=_cos(o, clean),
+                cos_clean=cosine(o, clean),
                 norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
                 iterations=100,
                 seconds=sec,
@@ -237,12 +228,12 @@ def main(argv=None) -> int:
                 )
                 jax.block_until_ready(res.projected)
                 sec = time.perf_counter() - t0
-            o = _flat(res.projected)
+            o = flat(res.projected)
             rows.append(
                 dict(
                     checkpoint=ck,
                     variant=name,
-                    cos_clean=_cos(o, clean),
+                    cos_clean=cosine(o, clean),
                     norm_ratio=float(np.linalg.norm(o) / np.linalg.norm(clean)),
                     iterations=int(res.iterations),
                     gap_relative=float(res.gap_relative),

@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_converged_projection import _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
+from bench_converged_projection import dpsgd_checkpoint_setup, train_until  # noqa: E402
+from gradient_vectors import flat  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA, TOL = 5.0, 0.2, 1024, 585, 1e-5, 1e-3
@@ -123,7 +124,7 @@ def main(argv=None) -> int:
                 key, dk = jax.random.split(key)
                 noisy = unravel(
                     jnp.asarray(
-                        _flat(
+                        flat(
                             step.noisy_gradient(state.params, Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask)), dk)[
                                 0
                             ]

@@ -43,7 +43,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_converged_projection import _cos, _flat, dpsgd_checkpoint_setup, train_until  # noqa: E402
+from bench_converged_projection import dpsgd_checkpoint_setup, train_until  # noqa: E402
+from gradient_vectors import cosine, flat  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
 CLIP, LR, N1, STEPS, DELTA = 5.0, 0.2, 1024, 585, 1e-5
@@ -71,10 +72,10 @@ def bias_stats(updates: np.ndarray, clean: np.ndarray) -> dict[str, float]:
     spread = float(np.sqrt(np.mean(np.sum((updates - mean) ** 2, axis=1)))) / gn
     return dict(
         bias=float(np.linalg.norm(mean - clean)) / gn,
-        cos_mean_update=_cos(mean, clean),
+        cos_mean_update=cosine(mean, clean),
         norm_mean_update=float(np.linalg.norm(mean)) / gn,
         spread=spread,
-        cos_per_draw=float(np.mean([_cos(u, clean) for u in updates])),
+        cos_per_draw=float(np.mean([cosine(u, clean) for u in updates])),
         bias_floor=spread / np.sqrt(len(updates)),
     )
 
@@ -120,12 +121,12 @@ def main(argv=None) -> int:
         idx, mask = next(batches)
         batch = Batch(x=xd[idx], y=yd[idx], mask=jnp.asarray(mask))
         key, ck_key = jax.random.split(key)
-        clean = _flat(step.clipped_sum(state.params, batch, ck_key)[0]) / N1
+        clean = flat(step.clipped_sum(state.params, batch, ck_key)[0]) / N1
         updates: dict[str, list[np.ndarray]] = {"DP-SGD (no projection)": [], **{m: [] for m in METHODS}}
         iters: dict[str, list[int]] = {m: [] for m in METHODS}
         for d in range(a.draws):
             dk = jax.random.fold_in(ck_key, d + 1)  # a fresh noise draw on the same batch
-            noisy = _flat(step.noisy_gradient(state.params, batch, dk)[0])
+            noisy = flat(step.noisy_gradient(state.params, batch, dk)[0])
             updates["DP-SGD (no projection)"].append(noisy)
             alt = xd[sample_alt_batch(n, size=32, rng=np.random.default_rng([a.seed, ck, d, 2]))]
             for name, m in METHODS.items():
@@ -141,7 +142,7 @@ def main(argv=None) -> int:
                 res = converged_hull_projection(
                     model.logits, state.params, alt[: m["n2"]], unravel(jnp.asarray(noisy)), options=opts
                 )
-                updates[name].append(_flat(res.projected))
+                updates[name].append(flat(res.projected))
                 iters[name].append(int(res.iterations))
         for name, us in updates.items():
             rows.append(

@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from baselines import common, rr_debiased  # noqa: E402
+from gradient_vectors import flat, split_along  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 from labeldp.data.prepare import load_prepared  # noqa: E402
 from labeldp.methods.common import build_model_for  # noqa: E402
@@ -56,19 +57,6 @@ from labeldp.training_step import weighted_ce  # noqa: E402
 
 BATCH, LR = 1024, 0.1
 LOSSES = ("clean", "rr", "rr_debiased")
-
-
-def _flat(tree) -> jnp.ndarray:
-    return jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree_util.tree_leaves(tree)])
-
-
-def split_along(g: np.ndarray, clean: np.ndarray) -> dict[str, float]:
-    """``g`` split along ``clean``: ``along = <g, c> / |c|^2``, ``across = |g - along c| / |c|`` and the cosine."""
-    cc = float(clean @ clean)
-    along = float(g @ clean) / cc
-    across = float(np.linalg.norm(g - along * clean)) / np.sqrt(cc)
-    cos = float(g @ clean) / (float(np.linalg.norm(g)) * np.sqrt(cc))
-    return {"along": along, "across": across, "cosine": cos}
 
 
 def main(argv=None) -> int:
@@ -118,7 +106,7 @@ def main(argv=None) -> int:
         total = 0.0
         for s in range(0, len(y), BATCH):
             rows = min(BATCH, len(y) - s)
-            total = total + rows * np.asarray(_flat(grad(pr, x[s : s + rows], targets[name][s : s + rows])), np.float64)
+            total = total + rows * flat(grad(pr, x[s : s + rows], targets[name][s : s + rows]))
         return total / len(y)
 
     draw_rng = np.random.default_rng(1)
@@ -140,7 +128,7 @@ def main(argv=None) -> int:
         for d in range(a.draws):
             idx = perm[d * BATCH : (d + 1) * BATCH]
             for name in LOSSES:
-                g = np.asarray(_flat(grad(params, x[idx], targets[name][idx])), np.float64)
+                g = flat(grad(params, x[idx], targets[name][idx]))
                 per_loss[name].append(split_along(g, clean_full))
         acc = float(np.mean(np.argmax(np.asarray(spec.logits(params, x[:10000])), -1) == y[:10000]) * 100)
         for name in LOSSES:

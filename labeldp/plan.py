@@ -115,13 +115,46 @@ def grid_for(config: Mapping[str, Any], table_cfg: Mapping[str, Any]) -> Mapping
     return grids[name]
 
 
+#: The variant key that names another variant of the same method to start from (its options, then these).
+VARIANT_EXTENDS = "extends"
+
+
 def variant_options(config: Mapping[str, Any], method: str, variant: str) -> Mapping[str, Any]:
-    if variant == "default":
-        return dict((config.get("variants") or {}).get(method, {}).get("default", {}))
-    try:
-        return dict(config["variants"][method][variant])
-    except KeyError:
-        raise ConfigError(f"variants.{method}.{variant} is not defined in the config") from None
+    """The options of ``variants.<method>.<variant>``, with ``extends: <other variant>`` resolved.
+
+    A variant may start from another of the same method, defined in any layered config file
+    (``{extends: converged_n64, momentum: 0.9}``): the base's resolved options, then its own on top.
+    So a variant is defined once, in the file every layer shares, and a record's options are the
+    resolved ones whichever file spelled them.
+
+    Raises:
+      ConfigError: the variant (or a base it extends) is not defined, or the chain of bases loops.
+    """
+    names, layers = [variant], []
+    known = (config.get("variants") or {}).get(method) or {}
+    while True:
+        name = names[-1]
+        if name not in known and name == "default":
+            opts: dict[str, Any] = {}
+        elif name in known:
+            opts = dict(known[name])
+        else:
+            via = f" (extended by {names[-2]!r})" if len(names) > 1 else ""
+            raise ConfigError(f"variants.{method}.{name} is not defined in the config{via}")
+        base = opts.pop(VARIANT_EXTENDS, None)
+        layers.append(opts)
+        if base is None:
+            break
+        if not isinstance(base, str) or base in names:
+            raise ConfigError(
+                f"variants.{method}.{name}.{VARIANT_EXTENDS}: {base!r} must name another variant of {method} "
+                f"without looping back (chain: {' -> '.join(names)}); fix the {VARIANT_EXTENDS} key"
+            )
+        names.append(base)
+    merged: dict[str, Any] = {}
+    for own in reversed(layers):
+        merged.update(own)
+    return merged
 
 
 def variant_delta(config: Mapping[str, Any], method: str, variant: str, value: Any) -> float:

@@ -37,7 +37,13 @@ import numpy as np
 from labeldp.accounting import label_events
 from labeldp.accounting.checks import relation_name
 from labeldp.mechanisms.classification import randomized_response
-from labeldp.methods.base import SELECTION_OPTIONS, MethodResult, PrivacyOutcome, RunSpec, heldout_selection_options
+from labeldp.methods.base import (
+    SELECTION_OPTIONS,
+    MethodResult,
+    PrivacyOutcome,
+    RunSpec,
+    runner_heldout_selection,
+)
 
 __all__ = [
     "VALIDATION_SEED",
@@ -221,7 +227,8 @@ def selected_by_runner(method, spec: RunSpec) -> bool:
       True when the spec asks for selection (:data:`SELECTION_OPTIONS`) and the module sets
       ``HELDOUT_SELECTION_BY_RUNNER`` (a label release, then training); the DP-SGD family selects itself.
     """
-    return bool(getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False)) and bool(heldout_selection_options(spec.options))
+    flag = bool(getattr(method, "HELDOUT_SELECTION_BY_RUNNER", False))
+    return bool(runner_heldout_selection(selection_by_runner=flag, options=spec.options))
 
 
 def heldout_data(data, spec: RunSpec) -> HeldOut:

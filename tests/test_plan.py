@@ -368,3 +368,59 @@ def test_001_nets_config_puts_001s_networks_and_augmentation_in_001s_tables_and_
         assert r.spec.options["model"] == want and r.spec.options["augment"] == "crop_flip_cutout", r.spec
     smoke = plan.select_runs(repo_config("smoke.yaml"), tables)
     assert smoke and all("model" not in r.spec.options and "augment" not in r.spec.options for r in smoke)
+
+
+def _variants_config(variants: dict) -> dict:
+    return {"variants": {"labeldp_pro": variants}}
+
+
+def test_a_variant_extends_another_and_its_own_options_win():
+    cfg = _variants_config(
+        {
+            "base": {"denoiser": "alt_conv", "alt_batch_size": 64, "projection_tol": 1e-3},
+            "mid": {"extends": "base", "alt_batch_size": 32},
+            "top": {"extends": "mid", "momentum": 0.9, "projection_tol": 1e-2},
+        }
+    )
+    assert plan.variant_options(cfg, "labeldp_pro", "top") == {
+        "denoiser": "alt_conv",
+        "alt_batch_size": 32,
+        "projection_tol": 1e-2,
+        "momentum": 0.9,
+    }
+    assert plan.variant_options(cfg, "labeldp_pro", "base") == cfg["variants"]["labeldp_pro"]["base"]
+    assert "extends" in cfg["variants"]["labeldp_pro"]["top"]  # the config itself is not changed
+
+
+@pytest.mark.parametrize(
+    ("variants", "message"),
+    [
+        ({"a": {"extends": "missing"}}, "variants.labeldp_pro.missing is not defined in the config (extended by 'a')"),
+        ({"a": {"extends": "b"}, "b": {"extends": "a"}}, "chain: a -> b"),
+        ({"a": {"extends": "a"}}, "without looping back"),
+        ({"a": {"extends": 3}}, "must name another variant"),
+    ],
+)
+def test_a_bad_extends_names_the_key(variants, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        plan.variant_options(_variants_config(variants), "labeldp_pro", "a")
+
+
+def test_default_is_empty_unless_defined_and_may_be_extended():
+    assert plan.variant_options({}, "rr", "default") == {}
+    cfg = _variants_config({"default": {"denoiser": "alt_conv"}, "k2": {"extends": "default", "examples_per_user": 2}})
+    assert plan.variant_options(cfg, "labeldp_pro", "k2") == {"denoiser": "alt_conv", "examples_per_user": 2}
+
+
+@pytest.mark.parametrize("layer", ["protocol_cpu.yaml", "labeldp_pro_cpu.yaml"])
+def test_the_dated_cpu_configs_resolve_the_base_configs_converged_projection(layer):
+    """The converged projection is spelled once (config.yaml's converged_n64); the dated CPU configs'
+    variants resolve to it with their own changes, and no resolved variant keeps an ``extends`` key."""
+    cfg = repo_config(layer)
+    base = plan.variant_options(cfg, "labeldp_pro", "converged_n64")
+    assert base["alt_batch_size"] == 64 and base["vertices"] == "clipped" and base["projection_tol"] == 1e-3
+    for name in cfg["variants"]["labeldp_pro"]:
+        opts = plan.variant_options(cfg, "labeldp_pro", name)
+        assert "extends" not in opts
+        if name.startswith("converged_n64_"):
+            assert {k: v for k, v in opts.items() if k in base and k != "momentum"} == base

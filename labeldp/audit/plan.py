@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from labeldp import plan
 from labeldp.methods import registry
-from labeldp.methods.base import RunSpec, heldout_selection_options
+from labeldp.methods.base import RunSpec, runner_heldout_selection
 from labeldp.plan import ConfigError, PlannedRun
 from labeldp.sweeps import Sweep, job_chunks
 
@@ -81,8 +81,11 @@ def audit_runs(config: Mapping[str, Any]) -> list[AuditRun]:
                     "(e.g. --configfile workflow/config/audit.yaml, grid: quick)"
                 )
             spec0 = runs[0].spec
-            selecting = heldout_selection_options(spec0.options)
-            if selecting and registry.declared(col.method, "HELDOUT_SELECTION_BY_RUNNER", False):
+            selecting = runner_heldout_selection(
+                selection_by_runner=bool(registry.declared(col.method, "HELDOUT_SELECTION_BY_RUNNER", False)),
+                options=spec0.options,
+            )
+            if selecting:
                 raise ConfigError(
                     f"audit.columns: {cid!r} of {table} selects on held-out rows (variant {col.variant!r} of "
                     f"{col.method} sets {selecting}); the held-out score and the label-canary audit both read the "

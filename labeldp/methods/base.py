@@ -261,6 +261,23 @@ def heldout_selection_options(options: Mapping[str, Any]) -> list[str]:
     return [k for k in SELECTION_OPTIONS if k in options]
 
 
+def runner_heldout_selection(*, selection_by_runner: bool, options: Mapping[str, Any]) -> list[str]:
+    """The held-out selection options the runner acts on: those ``options`` sets
+    (:func:`heldout_selection_options`) when the method module sets ``HELDOUT_SELECTION_BY_RUNNER``
+    (a label release, then training: the runner holds out and scores), else none (the DP-SGD family
+    selects itself). The one place this rule lives: :func:`labeldp.selection.selected_by_runner` asks
+    it with the imported module's flag, the audit planner with the flag read by ``registry.declared``.
+
+    Args:
+      selection_by_runner: the method module's ``HELDOUT_SELECTION_BY_RUNNER`` (default False).
+      options: the run's variant options.
+
+    Returns:
+      The selection option names in :data:`SELECTION_OPTIONS` order; empty when the runner does not select.
+    """
+    return heldout_selection_options(options) if selection_by_runner else []
+
+
 def recipe_options_refused(*, optimizer: str, network: str) -> dict[str, str]:
     """``{option: why}`` for a task that trains one fixed recipe: every :data:`RECIPE_OPTIONS` key,
     with the reason that fits it.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from labeldp import tasks
 from labeldp.denoisers import noop
-from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.base import SELECTION_OPTIONS, MethodResult, RunSpec
 from labeldp.methods.vmapped_training import train_private_vmapped
 
 NAME = "dpsgd"
@@ -17,7 +17,7 @@ HYPERPARAMETERS = ("learning_rate", "epochs", "batch_size", "clip_norm")
 DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data, per-user gradients (labeldp.tasks.ads)
 CALIBRATES_WITH_ACCOUNTANT = True  # the accountant calibrates sigma (spec.calibration_relation)
 SAMPLED_BATCH_KEYS = ("batch_size",)  # the Poisson expected batch: at most the training units
-OPTIONS = ("amplification", "clipping_formulation", "validation_fraction", "validation_epsilon", "momentum")
+OPTIONS = ("amplification", "clipping_formulation", "momentum") + SELECTION_OPTIONS
 
 
 def run(data, spec: RunSpec) -> MethodResult:
