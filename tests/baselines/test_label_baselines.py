@@ -19,6 +19,8 @@ from scipy import stats
 from baselines import alibi, common, lp_2st, rr, rr_debiased
 from labeldp.mechanisms import classification as cls
 from labeldp.methods.base import MethodResult, RunSpec
+from labeldp.methods.common import build_model_for, train_config
+from labeldp.training import to_float_images
 from tests.helpers import assert_label_event_reaccounts, fake_mnist_images
 
 P_MIN = 1e-4
@@ -425,6 +427,38 @@ def test_alibi_trains_with_its_official_recipe_options_and_refuses_a_network_opt
     )
     with pytest.raises(ValueError, match="model"):
         alibi.run(data, _spec("alibi", options={"model": "inception_001"}))
+
+
+def test_alibi_test_curve_diagnostic_observes_without_changing_the_run(data):
+    """The diagnostic curve has one test accuracy per epoch, ends at the record's metric, and leaves the
+    training untouched: the same run without it gives the same final model (same loss and accuracy)."""
+    plain = alibi.run(data, _spec("alibi", epochs=3))
+    curved = alibi.run(data, _spec("alibi", epochs=3, options={"test_curve_diagnostic": True}))
+    curve = curved.details["test_accuracy_by_epoch"]
+    assert len(curve) == 3
+    assert curve[-1] == curved.metrics["test_accuracy_pct"] == plain.metrics["test_accuracy_pct"]
+    assert curved.metrics["final_train_loss"] == plain.metrics["final_train_loss"]
+    assert "test_accuracy_by_epoch" not in plain.details
+    assert "never the cell's value" in curved.details["test_curve_note"]
+    with pytest.raises(ValueError, match="needs prior 'step'"):
+        alibi.run(data, _spec("alibi", options={"test_curve_diagnostic": True, "prior": "epoch"}))
+    with pytest.raises(ValueError, match="true or false"):
+        alibi.run(data, _spec("alibi", options={"test_curve_diagnostic": "yes"}))
+
+
+def test_alibi_epoch_observer_cannot_set_targets(data):
+    x = to_float_images(data.x_train)
+    z, _ = alibi.noisy_soft_labels(np.asarray(data.y_train), num_classes=10, epsilon=1.0, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="must return None"):
+        alibi.train_alibi_per_step(
+            build_model_for(data),
+            x_train=x,
+            noisy_onehot=z,
+            epsilon=1.0,
+            config=train_config(_spec("alibi")),
+            seed=0,
+            on_epoch_end=lambda epoch, params: z,
+        )
 
 
 @pytest.mark.parametrize("module", [rr, rr_debiased], ids=lambda m: m.NAME)
