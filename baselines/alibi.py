@@ -39,6 +39,15 @@ every 60 epochs, 200 epochs of batch 128) is the variant ``official_recipe`` wit
 lr 0.1, 200 epochs, batch 128 (weight decay 1e-4 is ``l2: 5e-5``: the suite's l2 adds ``2 c w``).
 Its augmentation (crops and flips of CIFAR images) is off in the official ``main`` (``random_aug=False``), as here.
 
+Network: the dataset's (000 Table 10's CNN), unless the variant sets option ``model`` (a registered network,
+:func:`labeldp.methods.common.build_model_for`): ``mnist_cnn_torch_defaults`` is that CNN as a PyTorch port
+builds it (padding 0, PyTorch's default initialisation, standardised inputs; :mod:`labeldp.models_torch_defaults`),
+the network 000 presumably ran ALIBI with (variant ``official_recipe_torch_defaults``). The BatchNorm networks
+(``inception_001``, ``resnet18_v2_cifar``) train too: :func:`labeldp.training.train_weighted`'s BatchNorm step
+takes the per-step targets from the training-mode forward pass (batch statistics), as the official loss does.
+The rest of the recipe's network options (``init_from``) and augmentation (``augment*``) are refused. The label
+release does not depend on the network: the same ``z`` for every ``model``.
+
 Diagnostic option ``test_curve_diagnostic: true``: the test accuracy after every epoch, in ``details``
 (``test_accuracy_by_epoch``). The official loop prints it and keeps the best epoch's accuracy on the test
 set beside the final one (``best_acc``); this option measures how far the two are apart. It reads the test
@@ -67,6 +76,9 @@ HELDOUT_SELECTION_BY_RUNNER = True
 MECHANISM = "alibi_laplace (Laplace(2/eps) on one-hot labels; pure eps-label-DP, each label noised once)"
 PRIOR_MODES = ("step", "epoch", "uniform")
 DEFAULT_PRIOR = "step"
+#: The network option ALIBI honours: ``model`` of :data:`labeldp.methods.base.NETWORK_OPTIONS` (not ``init_from``).
+MODEL_OPTIONS = ("model",)
+OPTIONS = ("prior", "test_curve_diagnostic", *OPTIMIZER_OPTIONS, *MODEL_OPTIONS)
 
 
 def noisy_soft_labels(labels, *, num_classes: int, epsilon: float, rng):
@@ -167,8 +179,8 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     Args:
       data: a prepared image dataset.
-      spec: the run (finite ``epsilon``); option ``prior`` in :data:`PRIOR_MODES`
-        (default ``"step"``).
+      spec: the run (finite ``epsilon``); options in :data:`OPTIONS`: ``prior`` in :data:`PRIOR_MODES`
+        (default ``"step"``), ``model`` (a registered network), the optimiser's, ``test_curve_diagnostic``.
 
     Returns:
       A :class:`MethodResult`; ``details`` has the argmax accuracy of the noisy vectors, of
@@ -183,7 +195,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     from labeldp.training import accuracy_pct, audit_log_probs, predict_logits, to_float_images
 
     eps = common.require_private(spec, NAME)
-    common.check_options(spec, ("prior", "test_curve_diagnostic", *OPTIMIZER_OPTIONS), NAME)
+    common.check_options(spec, OPTIONS, NAME)
     prior_mode = str(spec.options.get("prior", DEFAULT_PRIOR))
     if prior_mode not in PRIOR_MODES:
         raise ValueError(f"alibi option prior must be one of {PRIOR_MODES}, got {prior_mode!r}")
@@ -191,7 +203,7 @@ def run(data, spec: RunSpec) -> MethodResult:
     y = np.asarray(data.y_train)
     rng = common.label_rng(spec.seed, common.STREAM_ALIBI)
     z, soft0 = noisy_soft_labels(y, num_classes=k, epsilon=eps, rng=rng)
-    model = build_model_for(data)
+    model = build_model_for(data, options=spec.options)
     epochs = int(spec.hparams["epochs"])
     x_train = to_float_images(data.x_train)
     state = {"targets": soft0, "refreshes": 0, "refresh_seconds": 0.0}
@@ -255,6 +267,8 @@ def run(data, spec: RunSpec) -> MethodResult:
         "num_train": int(len(y)),
         "label_rng": [int(spec.seed), common.STREAM_ALIBI],
     }
+    if "model" in spec.options:
+        details["model"] = model.name
     if curve_option:
         details["test_accuracy_by_epoch"] = test_curve
         details["test_curve_note"] = (

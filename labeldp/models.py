@@ -15,6 +15,10 @@ default is ``SAME``; with ``SAME`` the MNIST model has 15,210 parameters (the fi
 project's machine notes measure), with ``VALID`` 9,066. ``SAME`` is the default here and the
 padding is a model option recorded in every result.
 
+``mnist_cnn_torch_defaults`` (:mod:`labeldp.models_torch_defaults`) is Table 10(a)'s CNN as a PyTorch port
+would build it (padding 0, PyTorch's default initialisation, standardised inputs), for ALIBI, which 000 ran
+with the official PyTorch code.
+
 001's networks with BatchNorm (:mod:`labeldp.models_001`) are registered here too: ``inception_001``
 (MNIST family) and ``resnet18_v2_cifar`` (CIFAR). A BatchNorm model's state, the object
 :meth:`ModelSpec.init` returns and :meth:`ModelSpec.logits` takes, is the variables dict
@@ -37,6 +41,7 @@ from labeldp import feature_datasets
 from labeldp.collaborative_filtering import NeuralCollaborativeFiltering
 from labeldp.dpsgd.tape import Tape, avg_pool_2x2, max_pool_2x2, row_keys
 from labeldp.models_001 import Inception001, ResNet18V2Cifar
+from labeldp.models_torch_defaults import MnistCNNTorchDefaults, mnist_cnn_torch_defaults_tapped
 
 __all__ = [
     "MnistCNN",
@@ -137,6 +142,7 @@ FEATURES_MODEL = feature_datasets.FEATURES_MODEL
 
 _MODELS: dict[str, Callable[..., nn.Module]] = {
     "mnist_cnn": MnistCNN,
+    "mnist_cnn_torch_defaults": MnistCNNTorchDefaults,  # 000 Table 10(a) as a PyTorch port (ALIBI, 000 D.4)
     "cifar_cnn": CifarCNN,
     "linear": LinearClassifier,
     "ncf": NeuralCollaborativeFiltering,  # 001 Table 3 (MovieLens-1M)
@@ -152,6 +158,7 @@ BATCH_NORM_MODELS = ("inception_001", "resnet18_v2_cifar")
 #: formulation ``bookkeeping``); a model without one trains with the reference ``vmap_grad`` formulation.
 _TAPPED: dict[str, Callable[..., jax.Array]] = {
     "mnist_cnn": mnist_cnn_tapped,
+    "mnist_cnn_torch_defaults": mnist_cnn_torch_defaults_tapped,
     "cifar_cnn": cifar_cnn_tapped,
     "linear": linear_classifier_tapped,
 }
@@ -162,7 +169,7 @@ class ModelSpec:
     """A built model: the Flax module, its input shape and a pure logits function.
 
     Attributes:
-      name: registry name (``mnist_cnn`` or ``cifar_cnn``).
+      name: registry name (e.g. ``mnist_cnn``, ``mnist_cnn_torch_defaults``, ``cifar_cnn``).
       module: the Flax module.
       input_shape: shape of one example (H, W, C).
       has_dropout: whether ``apply`` needs a ``dropout`` rng when ``train=True``.
@@ -217,17 +224,19 @@ class ModelSpec:
 
 
 def build_model(
-    name: str, *, input_shape: tuple[int, ...], num_classes: int = 10, padding: str = "SAME", **sizes: int
+    name: str, *, input_shape: tuple[int, ...], num_classes: int = 10, padding: str | None = None, **sizes: int
 ) -> ModelSpec:
     """Builds a registered model.
 
     Args:
-      name: ``mnist_cnn`` (000 Table 10a), ``cifar_cnn`` (000 Table 10b), ``linear`` (on features),
-        ``inception_001`` or ``resnet18_v2_cifar`` (001 Appendix B, with BatchNorm; SAME padding only), or
-        ``ncf`` (001 Table 3's collaborative filtering network).
+      name: ``mnist_cnn`` (000 Table 10a), ``mnist_cnn_torch_defaults`` (the same with PyTorch's defaults;
+        VALID padding only), ``cifar_cnn`` (000 Table 10b), ``linear`` (on features), ``inception_001`` or
+        ``resnet18_v2_cifar`` (001 Appendix B, with BatchNorm; SAME padding only), or ``ncf`` (001 Table 3's
+        collaborative filtering network).
       input_shape: shape (H, W, C) of one example, (D,) for features, (2,) for (user, item) pairs.
       num_classes: number of output logits K.
-      padding: ``SAME`` (default, Flax's default) or ``VALID``.
+      padding: ``SAME`` or ``VALID``; ``None`` (default): the model's own default, ``SAME`` (Flax's default)
+        for every model but ``mnist_cnn_torch_defaults`` (``VALID``, PyTorch's padding 0).
       **sizes: the model's data-dependent sizes (``ncf``: ``num_users``, ``num_items``).
 
     Returns:
@@ -235,9 +244,10 @@ def build_model(
     """
     if name not in _MODELS:
         raise ValueError(f"unknown model {name!r}; known models: {sorted(_MODELS)}")
-    if padding not in ("SAME", "VALID"):
+    if padding not in (None, "SAME", "VALID"):
         raise ValueError(f"padding must be 'SAME' or 'VALID', got {padding!r}")
-    module = _MODELS[name](num_classes=num_classes, padding=padding, **sizes)
+    chosen = {} if padding is None else {"padding": padding}
+    module = _MODELS[name](num_classes=num_classes, **chosen, **sizes)
     return ModelSpec(
         name=name,
         module=module,

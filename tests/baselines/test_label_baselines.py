@@ -12,14 +12,18 @@ import math
 import subprocess
 import sys
 
+import flax.linen as nn
+import jax
 import numpy as np
 import pytest
 from scipy import stats
 
 from baselines import alibi, common, lp_2st, rr, rr_debiased
+from labeldp import training
 from labeldp.mechanisms import classification as cls
 from labeldp.methods.base import MethodResult, RunSpec
 from labeldp.methods.common import build_model_for, train_config
+from labeldp.models import ModelSpec, num_params
 from labeldp.training import to_float_images
 from tests.helpers import assert_label_event_reaccounts, fake_mnist_images
 
@@ -414,9 +418,10 @@ def test_rejects_unknown_options(module, data):
         module.run(data, _spec(module.NAME, options={"examples_per_user": 2}))
 
 
-def test_alibi_trains_with_its_official_recipe_options_and_refuses_a_network_option(data):
+def test_alibi_trains_with_its_official_recipe_options_and_refuses_init_and_augmentation(data):
     """The variant ``official_recipe`` (Nesterov momentum, weight decay, ALIBI's epoch schedule) changes
-    what is trained and keeps the label mechanism and its eps; options outside the optimiser are refused."""
+    what is trained and keeps the label mechanism and its eps; of the recipe's options outside the optimiser,
+    only ``model`` is honoured (test_alibi_model_option_trains_the_chosen_network_on_the_same_release)."""
     recipe = {"momentum": 0.9, "nesterov": True, "lr_schedule": "epoch_warmup_step_decay", "l2": 5e-5}
     plain = alibi.run(data, _spec("alibi", epochs=2))
     official = alibi.run(data, _spec("alibi", epochs=2, options=recipe))
@@ -425,8 +430,68 @@ def test_alibi_trains_with_its_official_recipe_options_and_refuses_a_network_opt
     assert (
         official.privacy.to_dict(target_epsilon=1.0)["epsilon"] == plain.privacy.to_dict(target_epsilon=1.0)["epsilon"]
     )
-    with pytest.raises(ValueError, match="model"):
-        alibi.run(data, _spec("alibi", options={"model": "inception_001"}))
+    for refused in ({"init_from": "cifar100_pretrain"}, {"augment": "crop_flip_cutout"}, {"augment_pad": 2}):
+        with pytest.raises(ValueError, match=next(iter(refused))):
+            alibi.run(data, _spec("alibi", options=refused))
+    with pytest.raises(ValueError, match="unknown model"):
+        alibi.run(data, _spec("alibi", options={"model": "no_such_net"}))
+
+
+def test_alibi_model_option_trains_the_chosen_network_on_the_same_release(data, monkeypatch):
+    """``model: mnist_cnn_torch_defaults`` trains that network (9,066 parameters, not the default CNN's
+    15,210) on the same label release (same noisy vectors: same noisy-label accuracy) with the same eps."""
+    trained = []
+    real_train = training.train_weighted
+
+    def spy(model, **kw):
+        result = real_train(model, **kw)
+        trained.append((model.name, num_params(result.params)))
+        return result
+
+    monkeypatch.setattr(training, "train_weighted", spy)
+    plain = alibi.run(data, _spec("alibi"))
+    torch_net = alibi.run(data, _spec("alibi", options={"model": "mnist_cnn_torch_defaults"}))
+    assert trained == [("mnist_cnn", 15_210), ("mnist_cnn_torch_defaults", 9_066)]
+    assert torch_net.details["model"] == "mnist_cnn_torch_defaults" and "model" not in plain.details
+    assert torch_net.details["noisy_label_accuracy"] == plain.details["noisy_label_accuracy"]
+    assert torch_net.details["soft_label_accuracy_uniform_prior"] == plain.details["soft_label_accuracy_uniform_prior"]
+    assert torch_net.metrics["final_train_loss"] != plain.metrics["final_train_loss"]
+    assert torch_net.privacy == plain.privacy
+    assert torch_net.privacy.to_dict(target_epsilon=1.0)["epsilon"] == 1.0
+
+
+class _TinyBatchNormNet(nn.Module):
+    """A BatchNorm network small enough to compile in a second (the registered ones, 001's Inception and
+    ResNet, take ~45 s on the 2-core CPU): Conv -> BatchNorm -> ReLU -> Dense."""
+
+    num_classes: int = 10
+
+    @nn.compact
+    def __call__(self, x, *, train: bool = False):
+        x = nn.Conv(4, (3, 3), use_bias=False)(x)
+        x = nn.relu(nn.BatchNorm(use_running_average=not train, momentum=0.9)(x))
+        return nn.Dense(self.num_classes)(x.reshape((x.shape[0], -1)))
+
+
+def test_alibi_per_step_trains_a_batch_norm_network():
+    """ALIBI's per-step posterior on a BatchNorm network (the state ``{"params", "batch_stats"}`` of 001's
+    networks, :class:`labeldp.models.ModelSpec`): the BatchNorm step takes the targets from its training-mode
+    logits; the parameters and the running statistics both move."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (24, 8, 8, 1)).astype(np.float32)
+    z, _ = alibi.noisy_soft_labels(rng.integers(0, 10, 24), num_classes=10, epsilon=1.0, rng=rng)
+    model = ModelSpec(
+        name="tiny_bn", module=_TinyBatchNormNet(), input_shape=(8, 8, 1), has_dropout=False, has_batch_norm=True
+    )
+    config = train_config(_spec("alibi"), progress=False)
+    result = alibi.train_alibi_per_step(model, x_train=x, noisy_onehot=z, epsilon=1.0, config=config, seed=0)
+    assert set(result.params) == {"params", "batch_stats"} and np.isfinite(result.final_loss)
+    start = model.init(jax.random.split(jax.random.key(0))[1])  # train_weighted's initialisation for seed 0
+    for part in ("params", "batch_stats"):
+        moved = jax.tree_util.tree_map(
+            lambda a, b: bool(np.any(np.asarray(a) != np.asarray(b))), start[part], result.params[part]
+        )
+        assert all(jax.tree_util.tree_leaves(moved)), part
 
 
 def test_alibi_test_curve_diagnostic_observes_without_changing_the_run(data):
