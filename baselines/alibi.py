@@ -273,7 +273,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         details["test_accuracy_by_epoch"] = test_curve
         details["test_curve_note"] = (
             "diagnostic: test accuracy after every epoch (reads the test labels; never the cell's value nor a "
-            "selection); the metric is the final model's"
+            "selection); the metric is the final model's; train_seconds includes these test passes"
         )
     return MethodResult(
         metrics=metrics,

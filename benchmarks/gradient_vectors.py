@@ -23,7 +23,14 @@ def flat(tree) -> np.ndarray:
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """``<a, b> / (|a| |b|)``, with the denominator floored at 1e-30 (0 for a zero vector)."""
+    """The cosine of two flattened vectors.
+
+    Args:
+      a, b: vectors of one length.
+
+    Returns:
+      ``<a, b> / (|a| |b|)``, with the denominator floored at 1e-30 (0 for a zero vector).
+    """
     return float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-30))
 
 

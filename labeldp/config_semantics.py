@@ -20,8 +20,8 @@ from labeldp.plan import (
     columns,
     dataset_kind,
     grid_for,
-    variant_options,
 )
+from labeldp.variants import all_variant_options, variant_options
 
 __all__ = ["validate_semantics"]
 
@@ -46,6 +46,7 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
     """Checks the schema cannot express; raises :class:`ConfigError` naming the key."""
     if config["grid"] not in config["grids"]:
         raise ConfigError(f"grid: {config['grid']!r} is not one of grids: {sorted(config['grids'])}")
+    all_variant_options(config)  # every variant resolves (its `extends` chain), used by a table or not
     for key in ("scorecard_tables", "claim_tables"):
         unknown = sorted(set(config.get(key) or ()) - set(config["tables"]))
         if unknown:

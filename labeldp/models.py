@@ -12,8 +12,9 @@ Table 10(b), CIFAR-10::
 
 The paper does not state the convolution padding. Its models were written in JAX/Flax, whose
 default is ``SAME``; with ``SAME`` the MNIST model has 15,210 parameters (the figure the
-project's machine notes measure), with ``VALID`` 9,066. ``SAME`` is the default here and the
-padding is a model option recorded in every result.
+project's machine notes measure), with ``VALID`` 9,066. Every model uses its own default padding
+(``SAME`` for all but ``mnist_cnn_torch_defaults``); :func:`build_model`'s ``padding`` overrides it, and no
+run passes one, so a run's network is named by its dataset's model or its variant's ``model`` option.
 
 ``mnist_cnn_torch_defaults`` (:mod:`labeldp.models_torch_defaults`) is Table 10(a)'s CNN as a PyTorch port
 would build it (padding 0, PyTorch's default initialisation, standardised inputs), for ALIBI, which 000 ran

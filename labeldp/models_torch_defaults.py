@@ -73,7 +73,15 @@ def torch_default_uniform(*, fan_in: int) -> Callable[..., jax.Array]:
 
 
 def standardise_mnist(x: jax.Array) -> jax.Array:
-    """``(x - 0.1307) / 0.3081`` of [0, 1] inputs (module docstring, (c))."""
+    """MNIST's standardisation (module docstring, (c)).
+
+    Args:
+      x: inputs in [0, 1].
+
+    Returns:
+      ``(x - 0.1307) / 0.3081``, MNIST's training-set constants whatever the dataset (FashionMNIST and KMNIST
+      get the same constants: a port's ``Normalize`` written for MNIST).
+    """
     return (x - MNIST_MEAN) / MNIST_STD
 
 
@@ -106,6 +114,11 @@ class MnistCNNTorchDefaults(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, *, train: bool = False) -> jax.Array:
         del train  # no dropout, no BatchNorm
+        if tuple(x.shape[1:]) != (28, 28, 1):
+            raise ValueError(
+                f"model 'mnist_cnn_torch_defaults' is 000 Table 10(a)'s CNN for 28x28x1 digits, got inputs of shape "
+                f"{tuple(x.shape[1:])}; use the dataset's own model (no `model` option) for other inputs"
+            )
         x = standardise_mnist(x)
         x = nn.avg_pool(nn.relu(_conv(x)), (2, 2), strides=(2, 2))
         x = nn.avg_pool(nn.relu(_conv(x)), (2, 2), strides=(2, 2))

@@ -14,8 +14,10 @@ import os
 import math
 from typing import Any, Mapping
 
+from labeldp.config_error import ConfigError  # noqa: F401 (re-exported: labeldp.plan.ConfigError)
 from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
+from labeldp.variants import VARIANT_EXTENDS, variant_options  # noqa: F401 (re-exported)
 
 # The data layout (dataset kinds, raw / prepared paths) lives in labeldp.data_layout; re-exported here.
 from labeldp.data_layout import (  # noqa: E402,F401
@@ -44,10 +46,6 @@ from labeldp.run_identity import (  # noqa: E402,F401
     run_id,
     seed_part,
 )
-
-
-class ConfigError(ValueError):
-    """A config value is invalid; the message names the key and the fix."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,48 +111,6 @@ def grid_for(config: Mapping[str, Any], table_cfg: Mapping[str, Any]) -> Mapping
     if name not in grids:
         raise ConfigError(f"grids.{config['grid']} has no grid {name!r} (needed by a table); add it")
     return grids[name]
-
-
-#: The variant key that names another variant of the same method to start from (its options, then these).
-VARIANT_EXTENDS = "extends"
-
-
-def variant_options(config: Mapping[str, Any], method: str, variant: str) -> Mapping[str, Any]:
-    """The options of ``variants.<method>.<variant>``, with ``extends: <other variant>`` resolved.
-
-    A variant may start from another of the same method, defined in any layered config file
-    (``{extends: converged_n64, momentum: 0.9}``): the base's resolved options, then its own on top.
-    So a variant is defined once, in the file every layer shares, and a record's options are the
-    resolved ones whichever file spelled them.
-
-    Raises:
-      ConfigError: the variant (or a base it extends) is not defined, or the chain of bases loops.
-    """
-    names, layers = [variant], []
-    known = (config.get("variants") or {}).get(method) or {}
-    while True:
-        name = names[-1]
-        if name not in known and name == "default":
-            opts: dict[str, Any] = {}
-        elif name in known:
-            opts = dict(known[name])
-        else:
-            via = f" (extended by {names[-2]!r})" if len(names) > 1 else ""
-            raise ConfigError(f"variants.{method}.{name} is not defined in the config{via}")
-        base = opts.pop(VARIANT_EXTENDS, None)
-        layers.append(opts)
-        if base is None:
-            break
-        if not isinstance(base, str) or base in names:
-            raise ConfigError(
-                f"variants.{method}.{name}.{VARIANT_EXTENDS}: {base!r} must name another variant of {method} "
-                f"without looping back (chain: {' -> '.join(names)}); fix the {VARIANT_EXTENDS} key"
-            )
-        names.append(base)
-    merged: dict[str, Any] = {}
-    for own in reversed(layers):
-        merged.update(own)
-    return merged
 
 
 def variant_delta(config: Mapping[str, Any], method: str, variant: str, value: Any) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 
 from labeldp import records
 from labeldp.config import load_config, load_workflow_config
+from labeldp.methods.base import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -139,8 +140,6 @@ def user_package(tmp_path, monkeypatch, package: str, modules: dict[str, str]):
 
 def dpsgd_spec(options, *, variant: str, batch_size: int):
     """A one-epoch DP-SGD run on MNIST at eps 1 (smoke profile) with the variant's ``options``."""
-    from labeldp.methods.base import RunSpec
-
     return RunSpec(
         dataset="mnist",
         method="dpsgd",
@@ -208,3 +207,17 @@ def write_table_record(cfg, run, acc, *, diverged=False, eps_achieved=None, vali
     metrics = {"test_accuracy_pct": acc, "diverged": diverged}
     rec = planted_record(run, metrics=metrics, eps_achieved=eps_achieved, valid=valid, reason=reason)
     records.write_record(run.record_path, rec)
+
+
+def label_method_spec(method: str, *, epsilon: float = 1.0, seed: int = 0, epochs: int = 1, options=None) -> RunSpec:
+    """A label baseline's run on MNIST-shaped data: lr 0.1, batch 64, ``epochs``, pure eps (delta 0)."""
+    return RunSpec(
+        dataset="mnist",
+        method=method,
+        variant="default",
+        epsilon=epsilon,
+        delta=0.0,
+        seed=seed,
+        hparams={"learning_rate": 0.1, "epochs": epochs, "batch_size": 64},
+        options=options or {},
+    )

@@ -105,3 +105,9 @@ def test_build_model_refuses_same_padding():
     assert explicit.module.padding == "VALID"
     # the other models keep their own default (SAME) when no padding is asked for
     assert build_model("mnist_cnn", input_shape=(28, 28, 1)).module.padding == "SAME"
+
+
+def test_other_input_shapes_are_refused_with_the_fix():
+    spec = build_model(NAME, input_shape=(32, 32, 3))
+    with pytest.raises(ValueError, match="28x28x1 digits, got inputs of shape \\(32, 32, 3\\).*no `model` option"):
+        spec.init(jax.random.PRNGKey(0))
