@@ -10,8 +10,7 @@ import pytest
 
 from baselines import lp_2st, lp_mst
 from labeldp import accounting
-from labeldp.methods.base import RunSpec
-from tests.helpers import assert_label_event_reaccounts, fake_mnist_images
+from tests.helpers import assert_label_event_reaccounts, fake_mnist_images, label_method_spec
 
 
 def _logits_from_noisy(n, k, seed):
@@ -115,12 +114,12 @@ def test_a_changed_label_changes_only_its_own_randomised_label():
 def test_bad_stage_options_are_refused_with_the_fix(options, match):
     data = _fake_data()
     with pytest.raises(ValueError, match=match):
-        lp_mst.run(data, _spec("lp_mst", options=options))
+        lp_mst.run(data, label_method_spec("lp_mst", options=options))
 
 
 def test_lp_mst_with_two_stages_is_lp_2st():
     data = _fake_data()
-    spec = _spec("lp_mst", options={"stages": 2}, seed=2)
+    spec = label_method_spec("lp_mst", options={"stages": 2}, seed=2)
     mst = lp_mst.run(data, spec)
     two = lp_2st.run(data, dc.replace(spec, method="lp_2st", options={}))
     assert mst.metrics == two.metrics
@@ -133,7 +132,7 @@ def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
     data = _fake_data()
     res = lp_mst.run(
         data,
-        _spec(
+        label_method_spec(
             "lp_mst", options={"stages": 3, "momentum": 0.9, "lr_schedule": "warmup_linear_decay", "l2": 1e-4}, seed=1
         ),
     )
@@ -151,22 +150,9 @@ def test_three_stage_run_records_each_stage_and_is_pure_label_dp():
     assert res.privacy.epsilon == 1.0 and res.privacy.delta == 0.0 and res.privacy.valid
     assert res.privacy.neighboring_relation is accounting.LABEL_SUBSTITUTION
     assert_label_event_reaccounts(res.privacy.to_dict(target_epsilon=1.0))
-    one = lp_mst.run(data, _spec("lp_mst", options={"stages": 1}, seed=1))  # LP-1ST: RR on every label
+    one = lp_mst.run(data, label_method_spec("lp_mst", options={"stages": 1}, seed=1))  # LP-1ST: RR on every label
     assert one.details["per_stage"][0]["num_queried"] == data.y_train.size
     assert one.details["per_stage"][0]["num_reused"] == 0
-
-
-def _spec(method, *, epsilon=1.0, seed=0, options=None):
-    return RunSpec(
-        dataset="mnist",
-        method=method,
-        variant="default",
-        epsilon=epsilon,
-        delta=0.0,
-        seed=seed,
-        hparams={"learning_rate": 0.1, "epochs": 1, "batch_size": 64},
-        options=options or {},
-    )
 
 
 def _fake_data(n_train=192, n_test=64, k=10, seed=0):
@@ -186,14 +172,17 @@ def test_top_k_accuracy_is_the_share_of_labels_among_the_top_k_logits():
 def test_lp_2st_records_the_stage1_top_k_accuracy_and_takes_the_split_and_temperature_from_the_grid():
     data = _fake_data()
     grid_spec = dc.replace(
-        _spec("lp_2st"), hparams={**_spec("lp_2st").hparams, "stage1_fraction": 0.6, "temperature": 0.5}
+        label_method_spec("lp_2st"),
+        hparams={**label_method_spec("lp_2st").hparams, "stage1_fraction": 0.6, "temperature": 0.5},
     )
     res = lp_2st.run(data, grid_spec)
     d = res.details
     assert d["stage1_fraction"] == 0.6 and d["temperature"] == 0.5
     top = d["stage1_test_top_k_accuracy_pct"]
     assert len(top) == data.num_classes and top[-1] == 100.0 and top[0] == pytest.approx(d["stage1_test_accuracy_pct"])
-    as_options = lp_2st.run(data, dc.replace(_spec("lp_2st"), options={"stage1_fraction": 0.6, "temperature": 0.5}))
+    as_options = lp_2st.run(
+        data, dc.replace(label_method_spec("lp_2st"), options={"stage1_fraction": 0.6, "temperature": 0.5})
+    )
     assert as_options.metrics == res.metrics  # an axis and an option are the same setting
     both = dc.replace(grid_spec, options={"temperature": 0.5})
     with pytest.raises(ValueError, match="temperature is both a grid axis and an option"):
@@ -216,11 +205,11 @@ def test_on_ratings_lp_mst_records_the_expected_ratings_rmse_and_images_have_non
     )
     assert build_model_for(data).name == "ncf"
     for method, options in (("lp_mst", {"stages": 1}), ("lp_2st", {})):
-        spec = dc.replace(_spec(method, epsilon=2.0, options=options), dataset="movielens_1m")
+        spec = dc.replace(label_method_spec(method, epsilon=2.0, options=options), dataset="movielens_1m")
         result = (lp_mst if method == "lp_mst" else lp_2st).run(data, spec)
         assert 0.0 < result.metrics["test_rmse"] < 4.0
         assert_label_event_reaccounts(result.privacy.to_dict(target_epsilon=2.0))
-    images = lp_mst.run(_fake_data(), _spec("lp_mst", options={"stages": 1}))
+    images = lp_mst.run(_fake_data(), label_method_spec("lp_mst", options={"stages": 1}))
     assert "test_rmse" not in images.metrics
 
 
@@ -240,11 +229,13 @@ def test_lp_1st_trains_001s_inception_with_augmentation_and_records_both():
     )
     options = {"stages": 1, "momentum": 0.9, "model": "inception_001", "augment": "crop_flip_cutout"}
     options |= {"augment_pad": 2, "augment_cutout": 3}
-    spec = dc.replace(_spec("lp_mst", options=options), hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 32})
+    spec = dc.replace(
+        label_method_spec("lp_mst", options=options), hparams={"learning_rate": 0.05, "epochs": 1, "batch_size": 32}
+    )
     res = lp_mst.run(data, spec)
     assert res.details["model"] == "inception_001"
     assert res.details["augment"] == {"kind": "crop_flip_cutout", "pad": 2, "cutout": 3}
     assert res.metrics["steps"] == 2 and np.isfinite(res.metrics["final_train_loss"])
     assert 0.0 <= res.metrics["test_accuracy_pct"] <= 100.0
-    plain = lp_mst.run(_fake_data(n_train=64, n_test=16), _spec("lp_mst", options={"stages": 1}))
+    plain = lp_mst.run(_fake_data(n_train=64, n_test=16), label_method_spec("lp_mst", options={"stages": 1}))
     assert plain.details["model"] == "mnist_cnn" and plain.details["augment"] == {"kind": "none"}

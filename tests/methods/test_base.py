@@ -8,22 +8,8 @@ import pytest
 
 from labeldp import selection
 from labeldp.methods import registry
-from labeldp.methods.base import SELECTION_OPTIONS, RunSpec, heldout_selection_options, runner_heldout_selection
-
-
-def _spec(method: str, options: dict) -> RunSpec:
-    return RunSpec(
-        dataset="mnist",
-        method=method,
-        variant="v",
-        epsilon=1.0,
-        delta=1e-5,
-        seed=0,
-        hparams={},
-        options=options,
-        accountant="pld",
-        profile="smoke",
-    )
+from labeldp.methods.base import SELECTION_OPTIONS, heldout_selection_options, runner_heldout_selection
+from tests.helpers import label_method_spec
 
 
 def test_the_rule_reads_only_the_selection_options_in_their_order():
@@ -41,7 +27,9 @@ def test_runner_and_planner_agree_for_every_method(method, options):
     no import) give the same answer: the rule lives in one place."""
     flag = bool(registry.declared(method, "HELDOUT_SELECTION_BY_RUNNER", False))
     planned = bool(runner_heldout_selection(selection_by_runner=flag, options=options))
-    assert selection.selected_by_runner(registry.get_method(method), _spec(method, options)) == planned
+    assert (
+        selection.selected_by_runner(registry.get_method(method), label_method_spec(method, options=options)) == planned
+    )
     assert planned == (bool(options) and flag)
 
 
