@@ -14,10 +14,10 @@ import os
 import math
 from typing import Any, Mapping
 
-from labeldp.config_error import ConfigError  # noqa: F401 (re-exported: labeldp.plan.ConfigError)
+from labeldp.config_error import ConfigError
 from labeldp.methods import registry
 from labeldp.methods.base import RunSpec
-from labeldp.variants import VARIANT_EXTENDS, variant_options  # noqa: F401 (re-exported)
+from labeldp.variants import variant_options
 
 # The data layout (dataset kinds, raw / prepared paths) lives in labeldp.data_layout; re-exported here.
 from labeldp.data_layout import (  # noqa: E402,F401

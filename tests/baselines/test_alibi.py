@@ -55,8 +55,6 @@ def test_alibi_refinement_uses_model_softmax_as_prior():
     np.testing.assert_allclose(refined, brute, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(refined.sum(-1), 1.0, atol=1e-12)
     # The per-step targets (jax, float32) are the same posterior, and carry no gradient.
-    import jax
-
     step = np.asarray(
         jax.jit(lambda zz, ll: alibi.step_targets(zz, ll, epsilon=eps))(
             jnp.asarray(z, jnp.float32), jnp.asarray(logits, jnp.float32)
