@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from labeldp.report.learning_curves import epoch_curve
+import numpy as np
+
+from labeldp import plan, records
+from labeldp.report import learning_curves
+from labeldp.report.learning_curves import epoch_curve, epochs_within
+from tests.helpers import repo_config, write_table_record
 
 
 def test_both_lp_mst_record_forms_give_the_stages_epochs_in_order():
@@ -14,3 +19,38 @@ def test_both_lp_mst_record_forms_give_the_stages_epochs_in_order():
 def test_records_without_the_curves_give_none():
     assert epoch_curve({}) is None
     assert epoch_curve({"per_stage": [{"test_accuracy_pct": 50.0}]}) is None
+
+
+def test_alibis_single_list_is_one_stage():
+    assert epoch_curve({"test_accuracy_by_epoch": [10.0, 20.0]}) == [(1, 10.0), (1, 20.0)]
+
+
+def test_epochs_within_are_exactly_the_maximal_runs_inside_the_band():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        accs = list(80 + 6 * rng.standard_normal(rng.integers(1, 60)))
+        runs = epochs_within(accs, 82.5, tolerance=2.0)
+        inside = {e for r in runs for e in r}
+        assert inside == {e for e, a in enumerate(accs, start=1) if abs(a - 82.5) <= 2.0}
+        # maximal and ordered: consecutive runs are separated by at least one epoch outside the band
+        assert all(a.stop < b.start for a, b in zip(runs, runs[1:]))
+
+
+def test_the_band_is_inclusive_and_empty_when_no_epoch_is_inside():
+    assert epochs_within([80.5, 84.5, 90.0, 84.0], 82.5, tolerance=2.0) == [range(1, 3), range(4, 5)]
+    assert epochs_within([50.0, 60.0], 82.5, tolerance=2.0) == []
+
+
+def test_a_diagnostic_curve_states_the_paper_and_the_epochs_inside_its_band(tmp_path):
+    cfg = repo_config("protocol_cpu.yaml", results_dir=str(tmp_path / "results"))
+    table, figure = "alibi_official_recipe_curve_cpu", "alibi_official_recipe_curve_eps1_cpu"
+    (col,) = plan.columns(cfg["tables"][table])
+    (run,) = plan.cell_runs(cfg, table, col, 1.0)
+    write_table_record(cfg, run, 92.0)
+    rec = records.read_record(run.record_path)
+    rec["details"] = {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]}
+    records.write_record(run.record_path, rec)
+    assert learning_curves.main_learning_curves(cfg, figure, tmp_path / "out", None) == 0
+    md = (tmp_path / "out" / f"{figure}.md").read_text()
+    # 000 Table 5a's ALIBI at eps 1 is 94.1: epochs 2 and 4 lie within 2 points, 3 (96.5) and 5 (92.0) do not
+    assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 |" in md
