@@ -51,7 +51,11 @@ release does not depend on the network: the same ``z`` for every ``model``.
 Diagnostic option ``test_curve_diagnostic: true``: the test accuracy after every epoch, in ``details``
 (``test_accuracy_by_epoch``). The official loop prints it and keeps the best epoch's accuracy on the test
 set beside the final one (``best_acc``); this option measures how far the two are apart. It reads the test
-labels, so it is never the cell's value nor a selection: the record's metric stays the final model's.
+labels, so it is never the cell's value nor a selection: the record's metric stays the final model's. On a
+held-out run (``validation_fraction``) it also reports the model's log-probabilities at the held-out rows after
+every epoch (``audit_log_probs_by_epoch``), which the runner scores against the RR-released held-out labels
+(``details.validation_noisy_accuracy_by_epoch``, :func:`labeldp.selection.score_heldout`): the honest
+counterpart of ``best_acc``, a stopping epoch chosen without the test labels.
 
 Privacy: the noisy vectors ``z`` are the only access to the labels and each label is noised
 once, so the run is (eps, 0)-label-DP; the posterior and the model's predictions (functions
@@ -216,9 +220,13 @@ def run(data, spec: RunSpec) -> MethodResult:
         )
     x_test = to_float_images(data.x_test)
     test_curve: list[float] = []
+    audit_curve: list = []  # the log-probabilities at data.audit_inputs after every epoch (held-out runs)
 
     def observe_test(epoch, params):
         test_curve.append(accuracy_pct(model, params, x_test, data.y_test))
+        audit = audit_log_probs(model, params, data)
+        if audit is not None:
+            audit_curve.append(audit)
 
     if prior_mode == "step":
         result = train_alibi_per_step(
@@ -281,4 +289,5 @@ def run(data, spec: RunSpec) -> MethodResult:
         timings=timings,
         details=details,
         audit_log_probs=audit,
+        audit_log_probs_by_epoch=audit_curve if curve_option and audit is not None else None,
     )

@@ -291,7 +291,9 @@ def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
     Returns:
       ``result`` with the noisy held-out accuracy in its metrics (``validation_noisy_accuracy_pct``), the
       release composed into its privacy (:func:`with_validation_release`), the split in its details (as the
-      DP-SGD family records them) and no ``audit_log_probs``.
+      DP-SGD family records them) and no ``audit_log_probs``. Where the method reported
+      ``audit_log_probs_by_epoch``, its details also hold the noisy held-out accuracy after every epoch
+      (``validation_noisy_accuracy_by_epoch``): choosing the stopping epoch on it reads only released labels.
 
     Raises:
       ValueError: the method reported no log-probabilities at the held-out rows.
@@ -308,6 +310,11 @@ def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
         n_fit=heldout.fit_data.y_train.shape[0],
         n_validation=heldout.y_noisy.size,
     )
+    if result.audit_log_probs_by_epoch is not None:  # a per-epoch curve: the honest stopping epoch's score
+        validation["validation_noisy_accuracy_by_epoch"] = [
+            noisy_accuracy_pct(np.argmax(np.asarray(lp), axis=-1), heldout.y_noisy)
+            for lp in result.audit_log_probs_by_epoch
+        ]
     return dataclasses.replace(
         result,
         metrics={
@@ -317,4 +324,5 @@ def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
         privacy=with_validation_release(result.privacy, epsilon=heldout.epsilon, fraction=heldout.fraction),
         details={**dict(result.details), **validation},
         audit_log_probs=None,
+        audit_log_probs_by_epoch=None,
     )

@@ -3,6 +3,7 @@ the privacy of a run that scores on them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import types
 
@@ -146,6 +147,48 @@ def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_
     scored = score_heldout(MethodResult(metrics={}, privacy=outcome, timings={}, audit_log_probs=log_probs), held)
     assert scored.metrics["validation_noisy_accuracy_pct"] == pytest.approx(50.0)
     assert scored.privacy.epsilon == 2.0  # max(run 2, release 1)
+
+
+def test_a_per_epoch_curve_is_scored_epoch_by_epoch_on_the_same_release(tmp_path):
+    from labeldp.data.prepare import load_prepared
+    from labeldp.methods.base import MethodResult
+    from labeldp.selection import heldout_data, score_heldout
+
+    data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=200, n_test=8))
+    held = heldout_data(data, _label_method_spec("rr", validation_fraction=0.1))
+    released = np.asarray(held.y_noisy)
+    # epoch e's model predicts the released label on the first 5 e rows and (released + 1) mod K elsewhere
+    by_epoch = []
+    for e in range(1, 4):
+        preds = (released + 1) % 10
+        preds[: 5 * e] = released[: 5 * e]
+        by_epoch.append(np.log(np.eye(10)[preds] * 0.9 + 0.01))
+    outcome = PrivacyOutcome(epsilon=1.0, delta=0.0, mechanism="rr", epsilon_by_relation={"label_substitution": 1.0})
+    result = MethodResult(
+        metrics={}, privacy=outcome, timings={}, audit_log_probs=by_epoch[-1], audit_log_probs_by_epoch=by_epoch
+    )
+    scored = score_heldout(result, held)
+    assert scored.details["validation_noisy_accuracy_by_epoch"] == pytest.approx([25.0, 50.0, 75.0])
+    assert scored.metrics["validation_noisy_accuracy_pct"] == pytest.approx(75.0)  # the final model: the last epoch
+    assert scored.audit_log_probs is None and scored.audit_log_probs_by_epoch is None  # not carried into the record
+    plain = score_heldout(dataclasses.replace(result, audit_log_probs_by_epoch=None), held)
+    assert "validation_noisy_accuracy_by_epoch" not in plain.details
+
+
+def test_alibis_held_out_curve_scores_every_epoch_and_ends_at_the_final_model(tmp_path):
+    from labeldp.data.prepare import load_prepared
+    from labeldp.runner import run_spec
+
+    data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
+    spec = dataclasses.replace(
+        _label_method_spec("alibi", validation_fraction=0.25, test_curve_diagnostic=True),
+        hparams=dict(learning_rate=0.1, epochs=3, batch_size=64),
+    )
+    res = run_spec(spec, data)
+    curve = res.details["validation_noisy_accuracy_by_epoch"]
+    assert len(curve) == len(res.details["test_accuracy_by_epoch"]) == 3
+    assert curve[-1] == res.metrics["validation_noisy_accuracy_pct"]  # the last epoch's model is the final one
+    assert res.privacy.epsilon == pytest.approx(1.0)  # choosing an epoch on the release adds nothing to its eps
 
 
 def test_held_out_selection_refuses_what_it_cannot_score(tmp_path):

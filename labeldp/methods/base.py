@@ -229,6 +229,10 @@ class MethodResult:
         array) when the data carries audit inputs (the label-canary audit, :mod:`labeldp.audit`, or the
         held-out rows of honest selection, :func:`labeldp.selection.heldout_data`); else None. Every
         classification method sets it; the audit runner and the runner's held-out scoring read it.
+      audit_log_probs_by_epoch: the same after every epoch (a list of (m, K) arrays), from a method that
+        records a per-epoch curve (ALIBI's ``test_curve_diagnostic``) on data with ``audit_inputs``; else
+        None. The runner's held-out scoring turns it into the noisy held-out accuracy after every epoch
+        (:func:`labeldp.selection.score_heldout`). Records store neither.
     """
 
     metrics: Mapping[str, Any]
@@ -236,6 +240,7 @@ class MethodResult:
     timings: Mapping[str, float]
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     audit_log_probs: Any = None
+    audit_log_probs_by_epoch: Any = None
 
 
 #: Options of a variant that change the non-private training recipe (:class:`~labeldp.training.TrainConfig`):
