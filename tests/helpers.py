@@ -14,6 +14,10 @@ from labeldp.methods.base import RunSpec
 
 REPO = Path(__file__).resolve().parents[1]
 
+#: The label baselines' statistical tests' p-value threshold: a correct implementation fails one with
+#: probability < 1e-4 under a fresh seed (the seeds are fixed, so a run is deterministic).
+P_MIN_LABEL_BASELINES = 1e-4
+
 
 def project_modules() -> dict[str, Path]:
     """Every module of the packages ``labeldp`` and ``baselines``: dotted name -> source path."""

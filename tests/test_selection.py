@@ -11,12 +11,17 @@ import numpy as np
 import pytest
 
 from labeldp import accounting
-from labeldp.methods.base import PrivacyOutcome, RunSpec
 from labeldp.accounting.reaccount import reaccount_record
+from labeldp.data.prepare import load_prepared
+from labeldp.methods import registry
+from labeldp.methods.base import MethodResult, PrivacyOutcome, RunSpec
+from labeldp.runner import run_spec
 from labeldp.selection import (
     VALIDATION_SEED,
+    heldout_data,
     noisy_accuracy_pct,
     release_validation_labels,
+    score_heldout,
     validation_split,
     with_validation_release,
 )
@@ -62,7 +67,6 @@ def test_a_run_scoring_on_the_release_is_max_of_both_epsilons_under_each_relatio
 
 
 def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release():
-    from labeldp.methods import registry
 
     spec = RunSpec(
         dataset="mnist",
@@ -97,8 +101,6 @@ def _label_method_spec(method, **options):
 
 @pytest.mark.parametrize("method", ["rr", "rr_debiased", "lp_2st", "alibi"])
 def test_a_label_release_method_is_held_out_and_scored_by_the_runner(tmp_path, method):
-    from labeldp.data.prepare import load_prepared
-    from labeldp.runner import run_spec
 
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
     res = run_spec(_label_method_spec(method, validation_fraction=0.25, validation_epsilon=3.0), data)
@@ -118,8 +120,6 @@ def test_a_label_release_method_is_held_out_and_scored_by_the_runner(tmp_path, m
 
 
 def test_without_the_options_a_label_release_method_runs_on_the_whole_training_split(tmp_path):
-    from labeldp.data.prepare import load_prepared
-    from labeldp.runner import run_spec
 
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
     plain = run_spec(_label_method_spec("rr"), data)
@@ -128,9 +128,6 @@ def test_without_the_options_a_label_release_method_runs_on_the_whole_training_s
 
 
 def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_path):
-    from labeldp.data.prepare import load_prepared
-    from labeldp.methods.base import MethodResult
-    from labeldp.selection import heldout_data, score_heldout
 
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=200, n_test=8))
     held = heldout_data(data, _label_method_spec("rr", validation_fraction=0.1))
@@ -150,9 +147,6 @@ def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_
 
 
 def test_a_per_epoch_curve_is_scored_epoch_by_epoch_on_the_same_release(tmp_path):
-    from labeldp.data.prepare import load_prepared
-    from labeldp.methods.base import MethodResult
-    from labeldp.selection import heldout_data, score_heldout
 
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=200, n_test=8))
     held = heldout_data(data, _label_method_spec("rr", validation_fraction=0.1))
@@ -176,8 +170,6 @@ def test_a_per_epoch_curve_is_scored_epoch_by_epoch_on_the_same_release(tmp_path
 
 
 def test_alibis_held_out_curve_scores_every_epoch_and_ends_at_the_final_model(tmp_path):
-    from labeldp.data.prepare import load_prepared
-    from labeldp.runner import run_spec
 
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
     spec = dataclasses.replace(
@@ -192,10 +184,6 @@ def test_alibis_held_out_curve_scores_every_epoch_and_ends_at_the_final_model(tm
 
 
 def test_held_out_selection_refuses_what_it_cannot_score(tmp_path):
-    import dataclasses
-
-    from labeldp.data.prepare import load_prepared
-    from labeldp.selection import heldout_data
 
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz"))
     with pytest.raises(ValueError, match="add validation_fraction"):

@@ -17,11 +17,7 @@ from labeldp.mechanisms import classification as cls
 from labeldp.methods.common import build_model_for, train_config
 from labeldp.models import ModelSpec, num_params
 from labeldp.training import to_float_images
-from tests.helpers import label_method_spec
-
-#: the statistical tests' p-value threshold (as tests/baselines/test_label_baselines.py: fails a correct
-#: implementation with probability < 1e-4 under a fresh seed)
-P_MIN = 1e-4
+from tests.helpers import P_MIN_LABEL_BASELINES as P_MIN, label_method_spec
 
 
 @pytest.mark.parametrize("epsilon", [0.1, 1.0, 4.0])

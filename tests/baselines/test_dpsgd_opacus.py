@@ -11,7 +11,6 @@ from baselines import dpsgd_opacus
 from baselines.torch_models import build_torch_model, nchw_tensor
 from labeldp import accounting
 from labeldp.methods.base import RunSpec
-from tests.helpers import fake_mnist_images
 
 
 def _spec(**kw):
@@ -26,11 +25,6 @@ def _spec(**kw):
     )
     base.update(kw)
     return RunSpec(**base)
-
-
-@pytest.fixture(scope="module")
-def data():
-    return fake_mnist_images()
 
 
 def test_same_accounting_as_the_jax_engine_and_opacus_agrees(data):

@@ -20,9 +20,7 @@ from baselines import alibi, common, lp_2st, rr, rr_debiased
 from labeldp import training
 from labeldp.mechanisms import classification as cls
 from labeldp.methods.base import MethodResult
-from tests.helpers import assert_label_event_reaccounts, label_method_spec
-
-P_MIN = 1e-4
+from tests.helpers import P_MIN_LABEL_BASELINES as P_MIN, assert_label_event_reaccounts, label_method_spec
 
 
 def _transition_counts(true_labels, noisy_labels, k):

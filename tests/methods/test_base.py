@@ -23,14 +23,15 @@ def test_the_rule_reads_only_the_selection_options_in_their_order():
 @pytest.mark.parametrize("method", registry.implemented_methods())
 @pytest.mark.parametrize("options", [{}, {"validation_fraction": 0.1}, {"validation_epsilon": math.inf}])
 def test_runner_and_planner_agree_for_every_method(method, options):
-    """selection.selected_by_runner (imported module) and the audit planner's reading (registry.declared,
-    no import) give the same answer: the rule lives in one place."""
-    flag = bool(registry.declared(method, "HELDOUT_SELECTION_BY_RUNNER", False))
-    planned = bool(runner_heldout_selection(selection_by_runner=flag, options=options))
-    assert (
-        selection.selected_by_runner(registry.get_method(method), label_method_spec(method, options=options)) == planned
-    )
-    assert planned == (bool(options) and flag)
+    """The runner (selection.selected_by_runner: the imported module's flag) and the audit planner
+    (registry.declared: the flag read from the module's source, without importing it) reach the same answer;
+    both apply runner_heldout_selection, so they can disagree only through the flag, which this checks directly."""
+    declared = registry.declared(method, "HELDOUT_SELECTION_BY_RUNNER", False)
+    imported = getattr(registry.get_method(method), "HELDOUT_SELECTION_BY_RUNNER", False)
+    assert declared == imported
+    planned = bool(runner_heldout_selection(selection_by_runner=bool(declared), options=options))
+    ran = selection.selected_by_runner(registry.get_method(method), label_method_spec(method, options=options))
+    assert ran == planned == (bool(options) and bool(imported))
 
 
 def test_some_method_selects_through_the_runner_and_dpsgd_selects_itself():
