@@ -41,34 +41,31 @@ def test_the_band_is_inclusive_and_empty_when_no_epoch_is_inside():
     assert epochs_within([50.0, 60.0], 82.5, tolerance=2.0) == []
 
 
-def test_a_diagnostic_curve_states_the_paper_and_the_epochs_inside_its_band(tmp_path):
+def _rendered_alibi_curve(tmp_path, details) -> str:
+    """The eps-1 ALIBI curve figure's markdown (protocol_cpu.yaml) over one planted seed-0 record with ``details``."""
     cfg = repo_config("protocol_cpu.yaml", results_dir=str(tmp_path / "results"))
     table, figure = "alibi_official_recipe_curve_cpu", "alibi_official_recipe_curve_eps1_cpu"
     (col,) = plan.columns(cfg["tables"][table])
     (run,) = plan.cell_runs(cfg, table, col, 1.0)
     write_table_record(cfg, run, 92.0)
     rec = records.read_record(run.record_path)
-    rec["details"] = {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]}
+    rec["details"] = details
     records.write_record(run.record_path, rec)
     assert learning_curves.main_learning_curves(cfg, figure, tmp_path / "out", None) == 0
-    md = (tmp_path / "out" / f"{figure}.md").read_text()
+    return (tmp_path / "out" / f"{figure}.md").read_text()
+
+
+def test_a_diagnostic_curve_states_the_paper_and_the_epochs_inside_its_band(tmp_path):
+    md = _rendered_alibi_curve(tmp_path, {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]})
     # 000 Table 5a's ALIBI at eps 1 is 94.1: epochs 2 and 4 lie within 2 points, 3 (96.5) and 5 (92.0) do not
     assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - (no held-out curve) |" in md
 
 
 def test_the_honest_stopping_epoch_is_chosen_on_the_released_held_out_labels_not_the_test_set(tmp_path):
-    cfg = repo_config("protocol_cpu.yaml", results_dir=str(tmp_path / "results"))
-    table, figure = "alibi_official_recipe_curve_cpu", "alibi_official_recipe_curve_eps1_cpu"
-    (col,) = plan.columns(cfg["tables"][table])
-    (run,) = plan.cell_runs(cfg, table, col, 1.0)
-    write_table_record(cfg, run, 92.0)
-    rec = records.read_record(run.record_path)
     # the test set's best epoch is 3; the released held-out labels' best is 4 (a planted disagreement)
-    rec["details"] = {
+    details = {
         "test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0],
         "validation_noisy_accuracy_by_epoch": [20.0, 22.0, 23.0, 24.0, 21.0],
     }
-    records.write_record(run.record_path, rec)
-    assert learning_curves.main_learning_curves(cfg, figure, tmp_path / "out", None) == 0
-    md = (tmp_path / "out" / f"{figure}.md").read_text()
+    md = _rendered_alibi_curve(tmp_path, details)
     assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | 95.00 (4) |" in md
