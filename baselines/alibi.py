@@ -188,7 +188,9 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     Returns:
       A :class:`MethodResult`; ``details`` has the argmax accuracy of the noisy vectors, of
-      the uniform-prior posterior and of the final posterior.
+      the uniform-prior posterior and of the final posterior. With ``test_curve_diagnostic``, also the test
+      accuracy after every epoch (``details.test_accuracy_by_epoch``) and, on data with ``audit_inputs`` (a
+      held-out run), the log-probabilities there after every epoch (``audit_log_probs_by_epoch``).
     """
     import time
 

@@ -67,7 +67,6 @@ def test_a_run_scoring_on_the_release_is_max_of_both_epsilons_under_each_relatio
 
 
 def test_dpsgd_with_a_held_out_part_trains_on_the_rest_and_records_the_release():
-
     spec = RunSpec(
         dataset="mnist",
         method="dpsgd",
@@ -101,7 +100,6 @@ def _label_method_spec(method, **options):
 
 @pytest.mark.parametrize("method", ["rr", "rr_debiased", "lp_2st", "alibi"])
 def test_a_label_release_method_is_held_out_and_scored_by_the_runner(tmp_path, method):
-
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
     res = run_spec(_label_method_spec(method, validation_fraction=0.25, validation_epsilon=3.0), data)
     d = res.details
@@ -120,7 +118,6 @@ def test_a_label_release_method_is_held_out_and_scored_by_the_runner(tmp_path, m
 
 
 def test_without_the_options_a_label_release_method_runs_on_the_whole_training_split(tmp_path):
-
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
     plain = run_spec(_label_method_spec("rr"), data)
     assert plain.details["num_train"] == 192 and plain.privacy.epsilon == pytest.approx(1.0)
@@ -128,7 +125,6 @@ def test_without_the_options_a_label_release_method_runs_on_the_whole_training_s
 
 
 def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_path):
-
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=200, n_test=8))
     held = heldout_data(data, _label_method_spec("rr", validation_fraction=0.1))
     assert held.fit_spec.options == {} and held.epsilon == 1.0  # default: the run's eps
@@ -147,7 +143,6 @@ def test_held_out_scoring_is_the_noisy_accuracy_of_the_reported_predictions(tmp_
 
 
 def test_a_per_epoch_curve_is_scored_epoch_by_epoch_on_the_same_release(tmp_path):
-
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=200, n_test=8))
     held = heldout_data(data, _label_method_spec("rr", validation_fraction=0.1))
     released = np.asarray(held.y_noisy)
@@ -170,7 +165,6 @@ def test_a_per_epoch_curve_is_scored_epoch_by_epoch_on_the_same_release(tmp_path
 
 
 def test_alibis_held_out_curve_scores_every_epoch_and_ends_at_the_final_model(tmp_path):
-
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz", n_train=192, n_test=32))
     spec = dataclasses.replace(
         _label_method_spec("alibi", validation_fraction=0.25, test_curve_diagnostic=True),
@@ -184,7 +178,6 @@ def test_alibis_held_out_curve_scores_every_epoch_and_ends_at_the_final_model(tm
 
 
 def test_held_out_selection_refuses_what_it_cannot_score(tmp_path):
-
     data = load_prepared(write_prepared_mnist(tmp_path / "mnist.npz"))
     with pytest.raises(ValueError, match="add validation_fraction"):
         heldout_data(data, _label_method_spec("rr", validation_epsilon=2.0))

@@ -37,7 +37,7 @@ RENDERERS: dict[str, Callable[..., int]] = {
     "intersection": main_intersection,  # 000 Table 12, from other tables' cells
     "training_curves": main_training_curves,  # 000 Figure 2, from a table's records
     "confusion_matrices": main_confusion,  # 000 Figure 4, from a table's records
-    "learning_curves": main_learning_curves,  # 001 Figure 3, from a table's records
+    "learning_curves": main_learning_curves,  # 001 Figure 3 and per-epoch diagnostics, from a table's records
     "grid_heatmap": main_grid_heatmap,  # 001 Figure 4, from tables' records
     "top_k_violin": main_top_k_violin,  # 001 Figure 5, from tables' records
     "eps_curves": main_eps_curves,  # 002's figures, from other tables' cells

@@ -6,7 +6,7 @@ import numpy as np
 
 from labeldp import plan, records
 from labeldp.report import learning_curves
-from labeldp.report.learning_curves import epoch_curve, epochs_within
+from labeldp.report.learning_curves import epoch_curve, epochs_within, heldout_stopping
 from tests.helpers import repo_config, write_table_record
 
 
@@ -58,7 +58,7 @@ def _rendered_alibi_curve(tmp_path, details) -> str:
 def test_a_diagnostic_curve_states_the_paper_and_the_epochs_inside_its_band(tmp_path):
     md = _rendered_alibi_curve(tmp_path, {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]})
     # 000 Table 5a's ALIBI at eps 1 is 94.1: epochs 2 and 4 lie within 2 points, 3 (96.5) and 5 (92.0) do not
-    assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - (no held-out curve) |" in md
+    assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - (held-out curve in 0 of 1 seeds) |" in md
 
 
 def test_the_honest_stopping_epoch_is_chosen_on_the_released_held_out_labels_not_the_test_set(tmp_path):
@@ -69,3 +69,14 @@ def test_the_honest_stopping_epoch_is_chosen_on_the_released_held_out_labels_not
     }
     md = _rendered_alibi_curve(tmp_path, details)
     assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | 95.00 (4) |" in md
+
+
+def test_each_seed_stops_on_its_own_held_out_curve_and_a_missing_curve_is_said():
+    tests = [[90.0, 95.0, 93.0], [80.0, 85.0, 99.0]]
+    # seed 0's held-out labels pick epoch 2, seed 1's epoch 1 (its test-best epoch 3 is not chosen);
+    # the seed MEAN of the held-out curves would pick epoch 1 for both: a different answer
+    heldout = [[20.0, 30.0, 25.0], [40.0, 20.0, 21.0]]
+    assert heldout_stopping(tests, heldout) == ([2, 1], (95.0 + 80.0) / 2, "")
+    assert heldout_stopping(tests, [[20.0, 30.0, 30.0], [21.0, 21.0, 20.0]])[0] == [2, 1]  # ties: the first epoch
+    assert heldout_stopping(tests, [heldout[0], None]) == ([], None, "held-out curve in 1 of 2 seeds")
+    assert heldout_stopping(tests, [heldout[0], [1.0]])[2] == "held-out curve in 1 of 2 seeds"
