@@ -188,9 +188,10 @@ def run(data, spec: RunSpec) -> MethodResult:
 
     Returns:
       A :class:`MethodResult`; ``details`` has the argmax accuracy of the noisy vectors, of
-      the uniform-prior posterior and of the final posterior. With ``test_curve_diagnostic``, also the test
-      accuracy after every epoch (``details.test_accuracy_by_epoch``) and, on data with ``audit_inputs`` (a
-      held-out run), the log-probabilities there after every epoch (``audit_log_probs_by_epoch``).
+      the uniform-prior posterior and of the final posterior. With ``test_curve_diagnostic``, ``details`` also
+      has the test accuracy after every epoch (``test_accuracy_by_epoch``), and on data with ``audit_inputs`` (a
+      held-out run's held-out rows, or the audit's canaries) the result's ``audit_log_probs_by_epoch`` holds the
+      log-probabilities there after every epoch (the runner scores a held-out run's, then drops them).
     """
     import time
 

@@ -14,8 +14,8 @@ and the epochs whose seed-mean accuracy lies within the scorecard's accuracy tol
 stopping epoch alone can explain. Choosing an epoch on this curve is choosing on the test set; it is a
 diagnostic, not a selection. Where the records also hold the accuracy against the RR-released held-out labels
 after every epoch (``details.validation_noisy_accuracy_by_epoch``, :func:`labeldp.selection.score_heldout`),
-it also states each seed's honest stopping epoch (the one with the best accuracy on that run's released
-held-out labels) and the seed mean of the test accuracy there.
+it also states each seed's honest stopping epoch (the one where that run's model agrees best with the cell's one
+RR release of the held-out labels) and the seed mean of the test accuracy there.
 """
 
 from __future__ import annotations
@@ -88,25 +88,32 @@ def _spans(runs: Sequence[range]) -> str:
 
 
 def heldout_stopping(
-    tests: Sequence[Sequence[float]], heldout: Sequence[Sequence[float] | None]
+    tests: Sequence[Sequence[float]], *, heldout: Sequence[Sequence[float] | None]
 ) -> tuple[list[int], float | None, str]:
     """Each seed's honest stopping epoch and the seed-mean test accuracy there.
 
-    A seed's epoch is the first with the highest accuracy on its own run's RR-released held-out labels: a
-    function of that run's outputs only (post-processing), so each chosen model is exactly as private as its
-    run, whose record's eps counts the held-out release. The test accuracy is read only to report the chosen
-    epochs' value.
+    A seed's epoch is the first where its run's model agrees best with the cell's one RR release of the held-out
+    labels (:mod:`labeldp.selection`: one release per cell, shared by its seeds and grid points). The choice is
+    post-processing of that run and of the release, which read disjoint rows, so each chosen model is
+    ``max(eps_run, validation_epsilon)``-label-DP (parallel composition), the eps its record states. The test
+    accuracy is read only to report the chosen epochs' value.
 
     Args:
       tests: per seed, the test accuracy after every epoch.
-      heldout: per seed, the noisy held-out accuracy after every epoch (None where the record has none).
+      heldout: per seed (the same order), the noisy held-out accuracy after every epoch (None where the record
+        has none).
 
     Returns:
       ``(epochs, accuracy, why not)``: the 1-based epoch per seed and the mean test accuracy at them, or
       ``([], None, reason)`` when some seed has no held-out curve of its test curve's length.
+
+    Raises:
+      ValueError: ``tests`` and ``heldout`` of different lengths.
     """
-    have = [v is not None and len(v) == len(t) for t, v in zip(tests, heldout)]
-    if not have or not all(have):
+    have = [v is not None and len(v) == len(t) > 0 for t, v in zip(tests, heldout, strict=True)]
+    if not any(have):
+        return [], None, "no held-out curve in the records"
+    if not all(have):
         return [], None, f"held-out curve in {sum(have)} of {len(have)} seeds"
     chosen = [int(np.argmax(v)) for v in heldout]
     return [e + 1 for e in chosen], float(np.mean([t[e] for t, e in zip(tests, chosen)])), ""
@@ -119,7 +126,15 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
     accuracy where every seed has it (``validation_noisy_accuracy_pct``, else None), the cell's published value
     (``paper``) and, repeated on each of the column's rows, :func:`heldout_stopping`'s epochs
     (``heldout_stopping_epochs``, ``"4; 5; 3"``), accuracy (``heldout_stopping_test_accuracy_pct``) and reason
-    (``heldout_stopping_reason``)."""
+    (``heldout_stopping_reason``).
+
+    Args:
+      config: the workflow config.
+      figure: the figure's table name (its ``learning_source`` names the table, eps and columns).
+
+    Returns:
+      The rows, columns in ``learning_source`` order.
+    """
     src = config["tables"][figure]["learning_source"]
     table, eps = src["table"], float(src["epsilon"])
     res = build_table(config, table)
@@ -162,7 +177,7 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
             continue
         tests = [[a for _, a in c] for c in curves]
         mean = np.mean(tests, axis=0)
-        epochs, honest, why_not = heldout_stopping(tests, heldout)
+        epochs, honest, why_not = heldout_stopping(tests, heldout=heldout)
         val = np.mean(heldout, axis=0) if honest is not None else None
         for i, ((stage, _), acc) in enumerate(zip(curves[0], mean), start=1):
             out.append(
@@ -198,9 +213,10 @@ def _markdown(config, figure: str, rows) -> str:
         "there is picking on the test set: a diagnostic of how far the stopping epoch alone moves the cell, not a "
         "selection. Where the records also hold the accuracy against the RR-released labels of held-out training "
         "rows after every epoch (a held-out variant, labeldp.selection), the last column gives each seed's honest "
-        "stopping epoch, the one that maximises that run's own noisy held-out accuracy, and the seed mean of the "
-        "test accuracy there: chosen without the test labels, from that run's outputs only, so each chosen model's "
-        "privacy is its run's (the held-out release is counted in the record's eps).",
+        "stopping epoch, the one where that run's model agrees best with the cell's one RR release of the held-out "
+        "labels, and the seed mean of the test accuracy there: chosen without the test labels, by post-processing "
+        "the run and the release (disjoint rows), so each chosen model has its record's eps, max(eps of the run, "
+        "eps of the release) by parallel composition.",
         "",
         "| column | seeds | epochs (per stage) | best on the test set (epoch) | final | paper | epochs within "
         f"{points:g} points of the paper | stopping epoch chosen on the released held-out labels: test accuracy "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
+import pytest
 
 from labeldp import plan, records
 from labeldp.report import learning_curves
@@ -41,24 +44,28 @@ def test_the_band_is_inclusive_and_empty_when_no_epoch_is_inside():
     assert epochs_within([50.0, 60.0], 82.5, tolerance=2.0) == []
 
 
-def _rendered_alibi_curve(tmp_path, details) -> str:
-    """The eps-1 ALIBI curve figure's markdown (protocol_cpu.yaml) over one planted seed-0 record with ``details``."""
+def _rendered_alibi_curve(tmp_path, *details_by_seed) -> tuple[str, list[dict[str, str]]]:
+    """The eps-1 ALIBI curve figure's markdown and CSV rows (protocol_cpu.yaml) over planted records, seed ``s``
+    with ``details_by_seed[s]``."""
     cfg = repo_config("protocol_cpu.yaml", results_dir=str(tmp_path / "results"))
     table, figure = "alibi_official_recipe_curve_cpu", "alibi_official_recipe_curve_eps1_cpu"
+    cfg["tables"][table]["seeds"] = list(range(len(details_by_seed)))
     (col,) = plan.columns(cfg["tables"][table])
-    (run,) = plan.cell_runs(cfg, table, col, 1.0)
-    write_table_record(cfg, run, 92.0)
-    rec = records.read_record(run.record_path)
-    rec["details"] = details
-    records.write_record(run.record_path, rec)
+    for run in plan.cell_runs(cfg, table, col, 1.0):
+        write_table_record(cfg, run, 92.0)
+        rec = records.read_record(run.record_path)
+        rec["details"] = details_by_seed[run.spec.seed]
+        records.write_record(run.record_path, rec)
     assert learning_curves.main_learning_curves(cfg, figure, tmp_path / "out", None) == 0
-    return (tmp_path / "out" / f"{figure}.md").read_text()
+    with open(tmp_path / "out" / f"{figure}.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    return (tmp_path / "out" / f"{figure}.md").read_text(), rows
 
 
 def test_a_diagnostic_curve_states_the_paper_and_the_epochs_inside_its_band(tmp_path):
-    md = _rendered_alibi_curve(tmp_path, {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]})
+    md, _ = _rendered_alibi_curve(tmp_path, {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]})
     # 000 Table 5a's ALIBI at eps 1 is 94.1: epochs 2 and 4 lie within 2 points, 3 (96.5) and 5 (92.0) do not
-    assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - (held-out curve in 0 of 1 seeds) |" in md
+    assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - (no held-out curve in the records) |" in md
 
 
 def test_the_honest_stopping_epoch_is_chosen_on_the_released_held_out_labels_not_the_test_set(tmp_path):
@@ -67,8 +74,18 @@ def test_the_honest_stopping_epoch_is_chosen_on_the_released_held_out_labels_not
         "test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0],
         "validation_noisy_accuracy_by_epoch": [20.0, 22.0, 23.0, 24.0, 21.0],
     }
-    md = _rendered_alibi_curve(tmp_path, details)
+    md, _ = _rendered_alibi_curve(tmp_path, details)
     assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | 95.00 (4) |" in md
+
+
+def test_two_seeds_stop_each_on_their_own_curve_in_the_table_and_the_csv(tmp_path):
+    seed0 = {"test_accuracy_by_epoch": [90.0, 95.0, 93.0], "validation_noisy_accuracy_by_epoch": [20.0, 30.0, 25.0]}
+    seed1 = {"test_accuracy_by_epoch": [80.0, 85.0, 99.0], "validation_noisy_accuracy_by_epoch": [40.0, 20.0, 21.0]}
+    md, rows = _rendered_alibi_curve(tmp_path, seed0, seed1)
+    assert "| 87.50 (2; 1) |" in md  # (95 + 80) / 2 at epochs 2 and 1
+    assert {(r["heldout_stopping_epochs"], r["heldout_stopping_test_accuracy_pct"]) for r in rows} == {("2; 1", "87.5")}
+    assert [float(r["test_accuracy_pct"]) for r in rows] == [85.0, 90.0, 96.0]  # the seed means
+    assert [float(r["validation_noisy_accuracy_pct"]) for r in rows] == [30.0, 25.0, 23.0]
 
 
 def test_each_seed_stops_on_its_own_held_out_curve_and_a_missing_curve_is_said():
@@ -76,7 +93,13 @@ def test_each_seed_stops_on_its_own_held_out_curve_and_a_missing_curve_is_said()
     # seed 0's held-out labels pick epoch 2, seed 1's epoch 1 (its test-best epoch 3 is not chosen);
     # the seed MEAN of the held-out curves would pick epoch 1 for both: a different answer
     heldout = [[20.0, 30.0, 25.0], [40.0, 20.0, 21.0]]
-    assert heldout_stopping(tests, heldout) == ([2, 1], (95.0 + 80.0) / 2, "")
-    assert heldout_stopping(tests, [[20.0, 30.0, 30.0], [21.0, 21.0, 20.0]])[0] == [2, 1]  # ties: the first epoch
-    assert heldout_stopping(tests, [heldout[0], None]) == ([], None, "held-out curve in 1 of 2 seeds")
-    assert heldout_stopping(tests, [heldout[0], [1.0]])[2] == "held-out curve in 1 of 2 seeds"
+    assert heldout_stopping(tests, heldout=heldout) == ([2, 1], (95.0 + 80.0) / 2, "")
+    assert heldout_stopping(tests, heldout=[[20.0, 30.0, 30.0], [21.0, 21.0, 20.0]])[0] == [
+        2,
+        1,
+    ]  # ties: the first epoch
+    assert heldout_stopping(tests, heldout=[heldout[0], None]) == ([], None, "held-out curve in 1 of 2 seeds")
+    assert heldout_stopping(tests, heldout=[heldout[0], [1.0]])[2] == "held-out curve in 1 of 2 seeds"
+    assert heldout_stopping(tests, heldout=[None, None]) == ([], None, "no held-out curve in the records")
+    with pytest.raises(ValueError):  # a seed without its held-out entry
+        heldout_stopping(tests, heldout=[heldout[0]])
