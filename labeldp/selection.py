@@ -303,7 +303,10 @@ def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
             "the method returned no audit_log_probs: it must report its model's log-probabilities at "
             "data.audit_inputs to be scored on the held-out rows"
         )
-    predicted = np.argmax(np.asarray(result.audit_log_probs), axis=-1)
+
+    def score(log_probs) -> float:  # the model's argmax against the released held-out labels
+        return noisy_accuracy_pct(np.argmax(np.asarray(log_probs), axis=-1), heldout.y_noisy)
+
     validation = validation_details(
         fraction=heldout.fraction,
         epsilon=heldout.epsilon,
@@ -311,15 +314,12 @@ def score_heldout(result: MethodResult, heldout: HeldOut) -> MethodResult:
         n_validation=heldout.y_noisy.size,
     )
     if result.audit_log_probs_by_epoch is not None:  # a per-epoch curve: the honest stopping epoch's score
-        validation["validation_noisy_accuracy_by_epoch"] = [
-            noisy_accuracy_pct(np.argmax(np.asarray(lp), axis=-1), heldout.y_noisy)
-            for lp in result.audit_log_probs_by_epoch
-        ]
+        validation["validation_noisy_accuracy_by_epoch"] = [score(lp) for lp in result.audit_log_probs_by_epoch]
     return dataclasses.replace(
         result,
         metrics={
             **dict(result.metrics),
-            "validation_noisy_accuracy_pct": noisy_accuracy_pct(predicted, heldout.y_noisy),
+            "validation_noisy_accuracy_pct": score(result.audit_log_probs),
         },
         privacy=with_validation_release(result.privacy, epsilon=heldout.epsilon, fraction=heldout.fraction),
         details={**dict(result.details), **validation},
