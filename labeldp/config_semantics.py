@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from labeldp import feature_datasets, pretraining
+from labeldp.heldout_stopping import STOPPED_SELECTION_METRIC, STOPPED_TEST_METRIC
 from labeldp.methods import registry
 from labeldp.regression import PRIOR_EPSILON
 from labeldp.plan import (
@@ -40,6 +41,36 @@ def _check_prior_budget(config: Mapping[str, Any], table: str, tcfg: Mapping[str
                 f"{col.method} on {tcfg['dataset']} (eps2 = eps - eps1 must be > 0); drop that eps or lower "
                 "the variant option prior_epsilon"
             )
+
+
+def _check_stopped_metric(table: str, tcfg: Mapping[str, Any], col: Column, options: Mapping[str, Any]) -> None:
+    """A column read at the honest stopping epoch (labeldp.heldout_stopping) needs the curves it is read from,
+    the table's test accuracy to stand for, and its configuration chosen the same honest way."""
+    ccfg = next(c for c in tcfg["columns"] if c["id"] == col.id)
+    where = f"tables.{table}.columns.{col.id}"
+    stopped = ccfg.get("metric") == STOPPED_TEST_METRIC
+    if ccfg.get("selection_metric") == STOPPED_SELECTION_METRIC and not stopped:
+        raise ConfigError(
+            f"{where}.selection_metric: {STOPPED_SELECTION_METRIC} chooses on the held-out accuracy at the stopping "
+            f"epoch; it goes with metric: {STOPPED_TEST_METRIC} (set it, or select on validation_noisy_accuracy_pct)"
+        )
+    if not stopped:
+        return
+    if tcfg["metric"] != "test_accuracy_pct":
+        raise ConfigError(
+            f"{where}.metric: {STOPPED_TEST_METRIC} stands for the table metric test_accuracy_pct, the table's is "
+            f"{tcfg['metric']!r}; move the column to a test-accuracy table"
+        )
+    if ccfg.get("selection_metric") != STOPPED_SELECTION_METRIC:
+        raise ConfigError(
+            f"{where}.selection_metric: a column read at the honest stopping epoch chooses its configuration there "
+            f"too; set selection_metric: {STOPPED_SELECTION_METRIC}"
+        )
+    if not options.get("validation_fraction") or options.get("test_curve_diagnostic") is not True:
+        raise ConfigError(
+            f"{where}.variant: {col.method}/{col.variant} records no per-epoch held-out curve; "
+            f"{STOPPED_TEST_METRIC} needs a variant with validation_fraction and test_curve_diagnostic: true"
+        )
 
 
 def validate_semantics(config: Mapping[str, Any]) -> None:
@@ -90,6 +121,7 @@ def validate_semantics(config: Mapping[str, Any]) -> None:
                 config, where=f"variants.{col.method}.{col.variant}", options=options, dataset=ds
             )
             _check_prior_budget(config, table, tcfg, col)
+            _check_stopped_metric(table, tcfg, col, options)
         col_ids = {c.id for c in columns(tcfg)}
         for i, claim in enumerate(tcfg.get("claims", [])):
             if ("agree" in claim) == ("winner" in claim or "losers" in claim):

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from labeldp import records
+from labeldp.heldout_stopping import stopping_epoch
 from labeldp.plan import cell_runs, columns
 from labeldp.report.outputs import renderer
 from labeldp.report.render import save_figure
@@ -92,11 +93,9 @@ def heldout_stopping(
 ) -> tuple[list[int], float | None, str]:
     """Each seed's honest stopping epoch and the seed-mean test accuracy there.
 
-    A seed's epoch is the first where its run's model agrees best with the cell's one RR release of the held-out
-    labels (:mod:`labeldp.selection`: one release per cell, shared by its seeds and grid points). The choice is
-    post-processing of that run and of the release, which read disjoint rows, so each chosen model is
-    ``max(eps_run, validation_epsilon)``-label-DP (parallel composition), the eps its record states. The test
-    accuracy is read only to report the chosen epochs' value.
+    A seed's epoch is :func:`labeldp.heldout_stopping.stopping_epoch` of its held-out curve (the first where its
+    run's model agrees best with the cell's one RR release of the held-out labels; that module states the
+    guarantee: the eps its record states). The test accuracy is read only to report the chosen epochs' value.
 
     Args:
       tests: per seed, the test accuracy after every epoch.
@@ -115,8 +114,8 @@ def heldout_stopping(
         return [], None, "no held-out curve in the records"
     if not all(have):
         return [], None, f"held-out curve in {sum(have)} of {len(have)} seeds"
-    chosen = [int(np.argmax(v)) for v in heldout]
-    return [e + 1 for e in chosen], float(np.mean([t[e] for t, e in zip(tests, chosen)])), ""
+    chosen = [stopping_epoch(v) for v in heldout]
+    return chosen, float(np.mean([t[e - 1] for t, e in zip(tests, chosen)])), ""
 
 
 def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from labeldp import records
 from labeldp.report.provenance import encoder_text, pretrained_starts, revision_text, revisions_text
 from labeldp.plan import calibration_relation, format_eps, table_relation
 from labeldp.halving import description as halving_description
+from labeldp.heldout_stopping import STOPPED_COLUMN_TEXT, STOPPED_TEST_METRIC
 from labeldp.report.metrics import DERIVED_METRICS
 from labeldp.report.outputs import save_figure, write_atomic_text, write_csv, write_report_files  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_cost_lines
@@ -188,6 +189,9 @@ def header_lines(res: TableResult) -> list[str]:
     derived = derived_metric_line(res)
     if derived:
         lines.append(f"- {derived}")
+    for c in tcfg["columns"]:
+        if c.get("metric") == STOPPED_TEST_METRIC:
+            lines.append(f"- column `{c['id']}`: {STOPPED_COLUMN_TEXT}")
     if options:
         lines.append(f"- method options of the runs: {'; '.join(options)}")
     starts = pretrained_starts(recs)

@@ -47,6 +47,7 @@ from labeldp.plan import (
 )
 from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER  # noqa: F401 (re-exported)
 from labeldp.halving import search_cell, selection_metric
+from labeldp.heldout_stopping import STOPPED_METRICS, stopped_metric
 from labeldp.report.reference import load_reference, paper_value  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_epsilon
 
@@ -113,6 +114,11 @@ class Cell:
 
 
 def _metric(record: Mapping[str, Any], metric: str, auc_nonprivate: float | None = None) -> float:
+    if metric in STOPPED_METRICS:  # read at the run's honest stopping epoch, from the record's own curves
+        try:
+            return stopped_metric(record["details"], metric)
+        except ValueError as e:
+            raise ValueError(f"record {record['run_id']}: {e}") from None
     if metric in DERIVED_METRICS:
         auc = _metric(record, DERIVED_METRICS[metric])
         return relative_auc_loss_pct(auc, auc_nonprivate) if auc_nonprivate is not None else float("nan")
@@ -135,9 +141,12 @@ def build_cell(
     """One cell; ``metric`` overrides the table's (the non-private cell of a derived metric is
     built on its source metric), ``auc_nonprivate`` is the reference a derived metric needs (each
     record's ``test_auc`` becomes its relative loss before means, std and selection); without it
-    the cell is ``not run`` for ``reference_reason``."""
+    the cell is ``not run`` for ``reference_reason``. A column's own ``metric`` (one of
+    :data:`~labeldp.heldout_stopping.STOPPED_METRICS`) reads the table's metric at each run's honest stopping
+    epoch: the cell shows it beside the paper's value of the table's metric."""
     tcfg = config["tables"][table]
-    metric = metric or tcfg["metric"]
+    paper_metric = metric or tcfg["metric"]
+    metric = metric or (column_cfg or {}).get("metric") or tcfg["metric"]
     k = (column_cfg or {}).get("ref_k")
     cell = Cell(column=col.id, epsilon=eps, status=NOT_RUN, reference_only=col.reference_only)
     cell.paper = paper_value(
@@ -148,7 +157,7 @@ def build_cell(
         variant=col.ref_variant,
         epsilon=eps,
         k=k,
-        metric=metric,
+        metric=paper_metric,
     )
     ok, why = cell_status(config, table, col)
     if col.quoted:  # a value quoted from another paper: shown as such, never run, never the row's best
