@@ -50,12 +50,13 @@ release does not depend on the network: the same ``z`` for every ``model``.
 
 Diagnostic option ``test_curve_diagnostic: true``: the test accuracy after every epoch, in ``details``
 (``test_accuracy_by_epoch``). The official loop prints it and keeps the best epoch's accuracy on the test
-set beside the final one (``best_acc``); this option measures how far the two are apart. It reads the test
-labels, so it is never the cell's value nor a selection: the record's metric stays the final model's. On a
-held-out run (``validation_fraction``) it also reports the model's log-probabilities at the held-out rows after
-every epoch (``audit_log_probs_by_epoch``), which the runner scores against the RR-released held-out labels
-(``details.validation_noisy_accuracy_by_epoch``, :func:`labeldp.selection.score_heldout`): the honest
-counterpart of ``best_acc``, a stopping epoch chosen without the test labels.
+set beside the final one (``best_acc``); this option measures how far the two are apart. The test labels never
+choose anything: the record's metric stays the final model's. On a held-out run (``validation_fraction``) it also
+reports the model's log-probabilities at the held-out rows after every epoch (``audit_log_probs_by_epoch``), which
+the runner scores against the RR-released held-out labels (``details.validation_noisy_accuracy_by_epoch``,
+:func:`labeldp.selection.score_heldout`): the honest counterpart of ``best_acc``. A table column may read the
+test curve at the epoch those labels choose (:mod:`labeldp.heldout_stopping`): a value chosen without the test
+labels.
 
 Privacy: the noisy vectors ``z`` are the only access to the labels and each label is noised
 once, so the run is (eps, 0)-label-DP; the posterior and the model's predictions (functions
@@ -283,8 +284,9 @@ def run(data, spec: RunSpec) -> MethodResult:
     if curve_option:
         details["test_accuracy_by_epoch"] = test_curve
         details["test_curve_note"] = (
-            "diagnostic: test accuracy after every epoch (reads the test labels; never the cell's value nor a "
-            "selection); the metric is the final model's; train_seconds includes these test passes"
+            "test accuracy after every epoch (never chooses anything; a column may read it at the epoch chosen on "
+            "the released held-out labels, labeldp/heldout_stopping.py); the metric is the final model's; "
+            "train_seconds includes these test passes"
         )
     return MethodResult(
         metrics=metrics,

@@ -40,7 +40,7 @@ from labeldp.plan import (
     table_epsilons,
     table_seeds,
 )
-from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER
+from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER, record_metric
 
 __all__ = [
     "halving_keep",
@@ -131,8 +131,7 @@ def kept_points(first: Sequence[PlannedRun], *, keep: int, metric: str) -> tuple
         if not os.path.exists(run.record_path):
             return None
         rec = records.read_record(run.record_path)
-        value = rec["metrics"].get(metric)
-        value = float("nan") if value is None else float(value)
+        value = record_metric(rec, metric=metric)
         bad = bool(rec["metrics"].get("diverged")) or not math.isfinite(value)
         score = -math.inf if bad else (-value if metric in LOWER_IS_BETTER else value)
         scored.append((-score, order, hp_id(run.spec.hparams)))

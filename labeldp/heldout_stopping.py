@@ -67,7 +67,7 @@ def stopping_epoch(validation_by_epoch: Sequence[float]) -> int:
     return int(np.argmax(curve)) + 1
 
 
-def stopped_metric(details: Mapping[str, Any], metric: str) -> float:
+def stopped_metric(details: Mapping[str, Any], *, metric: str) -> float:
     """One of :data:`STOPPED_METRICS` of a run, read at its :func:`stopping_epoch`.
 
     Args:

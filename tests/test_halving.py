@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from labeldp import halving, plan, sweeps
+from labeldp import halving, plan, records, sweeps
+from labeldp.heldout_stopping import STOPPED_SELECTION_METRIC
 from labeldp.report import render, tables
 from tests.helpers import install_fake_methods, repo_config
 from tests.helpers import write_table_record as _write
@@ -64,6 +65,25 @@ def test_an_error_metric_keeps_the_lowest(cfg):
         open(r.record_path, "w").write(json.dumps(rec))
     kept = halving.kept_points(first, keep=2, metric="test_mse")
     assert kept == (plan.hp_id(first[1].spec.hparams), plan.hp_id(first[2].spec.hparams))
+
+
+def test_a_stopped_metric_keeps_the_best_held_out_curves_not_the_plan_order(cfg):
+    """The honest stopping metric (labeldp.heldout_stopping) is read from each record's curves: the points kept are
+    those whose best held-out epoch is highest (lr 0.2, 0.4), not the first in plan order nor the test curve's best."""
+    _, runs = _cell(cfg)
+    first = [r for r in runs if r.spec.seed == 0]
+    peaks = {0.05: 30.0, 0.1: 20.0, 0.2: 40.0, 0.4: 35.0}
+    for r in first:
+        _write(cfg, r, 50.0)
+        rec = records.read_record(r.record_path)
+        lr = r.spec.hparams["learning_rate"]
+        rec["details"] = {
+            "test_accuracy_by_epoch": [90.0 + 10 * lr, 60.0],
+            "validation_noisy_accuracy_by_epoch": [10.0, peaks[lr]],
+        }
+        records.write_record(r.record_path, rec)
+    kept = halving.kept_points(first, keep=2, metric=STOPPED_SELECTION_METRIC)
+    assert kept == tuple(plan.hp_id({**first[0].spec.hparams, "learning_rate": lr}) for lr in (0.2, 0.4))
 
 
 def test_stage_one_incomplete_keeps_nothing_and_the_cell_says_so(cfg):

@@ -34,8 +34,8 @@ def test_the_stopped_metrics_read_both_curves_at_the_held_out_epoch_not_the_test
         "test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0],
         "validation_noisy_accuracy_by_epoch": [20.0, 22.0, 23.0, 24.0, 21.0],
     }
-    assert stopped_metric(details, STOPPED_TEST_METRIC) == 95.0
-    assert stopped_metric(details, STOPPED_SELECTION_METRIC) == 24.0
+    assert stopped_metric(details, metric=STOPPED_TEST_METRIC) == 95.0
+    assert stopped_metric(details, metric=STOPPED_SELECTION_METRIC) == 24.0
 
 
 @pytest.mark.parametrize(
@@ -49,9 +49,11 @@ def test_the_stopped_metrics_read_both_curves_at_the_held_out_epoch_not_the_test
 )
 def test_a_record_without_both_curves_of_one_length_names_the_fix(details):
     with pytest.raises(ValueError, match="validation_fraction and test_curve_diagnostic: true"):
-        stopped_metric(details, STOPPED_TEST_METRIC)
+        stopped_metric(details, metric=STOPPED_TEST_METRIC)
 
 
 def test_an_unknown_metric_is_refused():
     with pytest.raises(ValueError, match="unknown stopped metric"):
-        stopped_metric({"test_accuracy_by_epoch": [1.0], "validation_noisy_accuracy_by_epoch": [1.0]}, "test_auc")
+        stopped_metric(
+            {"test_accuracy_by_epoch": [1.0], "validation_noisy_accuracy_by_epoch": [1.0]}, metric="test_auc"
+        )

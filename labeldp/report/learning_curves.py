@@ -2,7 +2,7 @@
 
 001 Appendix E draws the test accuracy along training of LP-1ST and LP-2ST on CIFAR-10 at eps 2: LP-2ST's
 stage 2 starts from the stage-1 model and climbs above LP-1ST. This figure runs nothing of its own: its
-``learning_source`` names a table, an eps and columns; for each column it takes the configuration the
+``learning_source`` names a table, its eps and columns; for each eps and column it takes the configuration the
 table reports for that cell (best mean, :func:`build_table`) and averages over that configuration's seeds
 the test accuracy the records keep after every epoch of every stage (``details.per_stage[t]
 .test_accuracy_by_epoch`` for ``lp_mst``, ``details.test_accuracy_by_epoch`` for ``lp_2st``, one stage per
@@ -109,7 +109,10 @@ def heldout_stopping(
     Raises:
       ValueError: ``tests`` and ``heldout`` of different lengths.
     """
-    have = [v is not None and len(v) == len(t) > 0 for t, v in zip(tests, heldout, strict=True)]
+    have = [
+        v is not None and len(v) == len(t) > 0 and bool(np.all(np.isfinite(v)))
+        for t, v in zip(tests, heldout, strict=True)
+    ]
     if not any(have):
         return [], None, "no held-out curve in the records"
     if not all(have):
@@ -119,7 +122,7 @@ def heldout_stopping(
 
 
 def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
-    """One tidy row per (column, epoch); a column without such records gets one ``not run`` row.
+    """One tidy row per (eps, column, epoch); a cell without such records gets one ``not run`` row.
 
     Each row: the stage, the seed-mean test accuracy (``test_accuracy_pct``), the seed-mean noisy held-out
     accuracy where every seed has it (``validation_noisy_accuracy_pct``, else None), the cell's published value
@@ -129,17 +132,17 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
 
     Args:
       config: the workflow config.
-      figure: the figure's table name (its ``learning_source`` names the table, eps and columns).
+      figure: the figure's table name (its ``learning_source`` names the table, the eps and the columns).
 
     Returns:
-      The rows, columns in ``learning_source`` order.
+      The rows, eps then columns in ``learning_source`` order.
     """
     src = config["tables"][figure]["learning_source"]
-    table, eps = src["table"], float(src["epsilon"])
+    table = src["table"]
     res = build_table(config, table)
     cols = {c.id: c for c in columns(config["tables"][table])}
     out = []
-    for cid in src["columns"]:
+    for eps, cid in ((float(e), c) for e in src["epsilons"] for c in src["columns"]):
         col, cell = cols[cid], res.cells.get((cid, eps))
         curves, heldout = [], []
         for r in cell_runs(config, table, col, eps):
@@ -151,7 +154,13 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
                 if curve:
                     curves.append(curve)
                     heldout.append(details.get("validation_noisy_accuracy_by_epoch"))
-        base = {"figure": figure, "column": cid, "label": col.label, "paper": None if cell is None else cell.paper}
+        base = {
+            "figure": figure,
+            "epsilon": eps,
+            "column": cid,
+            "label": col.label,
+            "paper": None if cell is None else cell.paper,
+        }
         if not curves or len({tuple(t for t, _ in c) for c in curves}) != 1:
             why = (
                 "no record of the cell's configuration has per-epoch test accuracy"
@@ -197,6 +206,11 @@ def build_rows(config: Mapping[str, Any], figure: str) -> list[dict[str, Any]]:
     return out
 
 
+def _cells(rows) -> list[tuple[float, str]]:
+    """The rows' (eps, column) cells in order."""
+    return list(dict.fromkeys((r["epsilon"], r["column"]) for r in rows))
+
+
 def _markdown(config, figure: str, rows) -> str:
     fcfg = config["tables"][figure]
     src = fcfg["learning_source"]
@@ -204,8 +218,9 @@ def _markdown(config, figure: str, rows) -> str:
     out = [
         f"# {figure}: {fcfg['title']} (paper {fcfg['paper_table']})",
         "",
-        f"From the records of `{src['table']}` at eps {float(src['epsilon']):g}: per column, the configuration its "
-        "cell reports, the seed mean of the test accuracy after every epoch, the stages one after another.",
+        f"From the records of `{src['table']}` at eps {', '.join(f'{float(e):g}' for e in src['epsilons'])}: per eps "
+        "and column, the configuration its cell reports, the seed mean of the test accuracy after every epoch, the "
+        "stages one after another.",
         "",
         f"Paper: the cell's published value. 'Epochs within {points:g} points' lists the epochs whose seed-mean "
         "accuracy is within the scorecard's accuracy tolerance of it (its std term not applied). Picking an epoch "
@@ -217,15 +232,15 @@ def _markdown(config, figure: str, rows) -> str:
         "the run and the release (disjoint rows), so each chosen model has its record's eps, max(eps of the run, "
         "eps of the release) by parallel composition.",
         "",
-        "| column | seeds | epochs (per stage) | best on the test set (epoch) | final | paper | epochs within "
+        "| eps | column | seeds | epochs (per stage) | best on the test set (epoch) | final | paper | epochs within "
         f"{points:g} points of the paper | stopping epoch chosen on the released held-out labels: test accuracy "
         "(epoch per seed) |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for cid in dict.fromkeys(r["column"] for r in rows):
-        mine = [r for r in rows if r["column"] == cid]
+    for eps, cid in _cells(rows):
+        mine = [r for r in rows if (r["epsilon"], r["column"]) == (eps, cid)]
         if mine[0]["status"] != "ok":
-            out.append(f"| {mine[0]['label']} | not run: {mine[0]['reason']} | - | - | - | - | - | - |")
+            out.append(f"| {eps:g} | {mine[0]['label']} | not run: {mine[0]['reason']} | - | - | - | - | - | - |")
             continue
         per_stage = [sum(1 for r in mine if r["stage"] == s) for s in sorted({r["stage"] for r in mine})]
         accs = [r["test_accuracy_pct"] for r in mine]
@@ -243,7 +258,7 @@ def _markdown(config, figure: str, rows) -> str:
             else f"{honest:.2f} ({mine[0]['heldout_stopping_epochs']})"
         )
         out.append(
-            f"| {mine[0]['label']} | {mine[0]['n_seeds']} | {len(mine)} ({' + '.join(map(str, per_stage))}) | "
+            f"| {eps:g} | {mine[0]['label']} | {mine[0]['n_seeds']} | {len(mine)} ({' + '.join(map(str, per_stage))}) | "
             f"{accs[best]:.2f} ({mine[best]['epoch']}) | {accs[-1]:.2f} | "
             f"{'-' if paper is None else f'{paper:g}'} | {near} | {chosen} |"
         )
@@ -256,9 +271,11 @@ def _plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for cid in dict.fromkeys(r["column"] for r in rows if r["status"] == "ok"):
-        mine = [r for r in rows if r["column"] == cid]
+    eps_list = list(dict.fromkeys(r["epsilon"] for r in rows))
+    fig, axes = plt.subplots(1, len(eps_list), figsize=(5 * len(eps_list), 3.2), squeeze=False)
+    for eps, cid in _cells([r for r in rows if r["status"] == "ok"]):
+        ax = axes[0][eps_list.index(eps)]
+        mine = [r for r in rows if (r["epsilon"], r["column"]) == (eps, cid)]
         (line,) = ax.plot([r["epoch"] for r in mine], [r["test_accuracy_pct"] for r in mine], label=mine[0]["label"])
         if mine[0]["paper"] is not None:
             paper = mine[0]["paper"]
@@ -267,10 +284,13 @@ def _plot(config, figure: str, rows, png: Path, pdf: Path) -> None:
             ax.axhspan(paper - band, paper + band, color=line.get_color(), alpha=0.12)
         for epoch in filter(None, mine[0]["heldout_stopping_epochs"].split("; ")):  # each seed's honest epoch
             ax.axvline(int(epoch), color=line.get_color(), linestyle=":", linewidth=0.8)
-    ax.set_xlabel("epoch (stages one after another)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title("\n".join(textwrap.wrap(config["tables"][figure]["title"], 80)), fontsize=7)
-    ax.legend(fontsize=7)
+    for eps, ax in zip(eps_list, axes[0]):
+        ax.set_xlabel("epoch (stages one after another)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_title(f"eps {eps:g}", fontsize=8)
+        if ax.has_data():
+            ax.legend(fontsize=7)
+    fig.suptitle("\n".join(textwrap.wrap(config["tables"][figure]["title"], 80 * len(eps_list))), fontsize=7)
     fig.tight_layout()
     save_figure(fig, png, pdf)
     plt.close(fig)

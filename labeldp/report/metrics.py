@@ -1,8 +1,13 @@
-"""What the report modules share about metrics: which are errors, which are derived."""
+"""What the report modules share about metrics: which are errors, which are derived, how a record gives one."""
 
 from __future__ import annotations
 
-__all__ = ["LOWER_IS_BETTER", "DERIVED_METRICS"]
+from collections.abc import Mapping
+from typing import Any
+
+from labeldp.heldout_stopping import STOPPED_METRICS, stopped_metric
+
+__all__ = ["LOWER_IS_BETTER", "DERIVED_METRICS", "record_metric"]
 
 #: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
 #: mean; the scorecard's winner/loser claims read them the same way.
@@ -10,3 +15,26 @@ LOWER_IS_BETTER = ("test_mse", "test_rmse", "noisy_label_mse", "validation_noisy
 #: Metrics derived from a record's metric and the table's non-private cell (paper 002):
 #: ``relative_auc_loss_pct = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np)`` from ``test_auc``.
 DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
+
+
+def record_metric(record: Mapping[str, Any], *, metric: str) -> float:
+    """A record's own value of ``metric`` (not one of :data:`DERIVED_METRICS`, which need another cell).
+
+    Args:
+      record: a result record (:mod:`labeldp.records`).
+      metric: a key of its ``metrics``, or one of :data:`labeldp.heldout_stopping.STOPPED_METRICS` (read from its
+        per-epoch curves at the run's honest stopping epoch).
+
+    Returns:
+      The value; NaN when the record's ``metrics`` lack it (a diverged or older run: never averaged, see callers).
+
+    Raises:
+      ValueError: a stopped metric of a record without its curves (names the record and the fix).
+    """
+    if metric in STOPPED_METRICS:
+        try:
+            return stopped_metric(record["details"], metric=metric)
+        except ValueError as e:
+            raise ValueError(f"record {record['run_id']}: {e}") from None
+    value = record["metrics"].get(metric)
+    return float("nan") if value is None else float(value)

@@ -45,9 +45,8 @@ from labeldp.plan import (
     table_epsilons,
     table_relation,
 )
-from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER  # noqa: F401 (re-exported)
+from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER, record_metric  # noqa: F401 (re-exported)
 from labeldp.halving import search_cell, selection_metric
-from labeldp.heldout_stopping import STOPPED_METRICS, stopped_metric
 from labeldp.report.reference import load_reference, paper_value  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_epsilon
 
@@ -114,16 +113,10 @@ class Cell:
 
 
 def _metric(record: Mapping[str, Any], metric: str, auc_nonprivate: float | None = None) -> float:
-    if metric in STOPPED_METRICS:  # read at the run's honest stopping epoch, from the record's own curves
-        try:
-            return stopped_metric(record["details"], metric)
-        except ValueError as e:
-            raise ValueError(f"record {record['run_id']}: {e}") from None
     if metric in DERIVED_METRICS:
-        auc = _metric(record, DERIVED_METRICS[metric])
+        auc = record_metric(record, metric=DERIVED_METRICS[metric])
         return relative_auc_loss_pct(auc, auc_nonprivate) if auc_nonprivate is not None else float("nan")
-    v = record["metrics"].get(metric)
-    return float("nan") if v is None else float(v)
+    return record_metric(record, metric=metric)
 
 
 def build_cell(

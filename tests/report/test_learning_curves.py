@@ -45,10 +45,10 @@ def test_the_band_is_inclusive_and_empty_when_no_epoch_is_inside():
 
 
 def _rendered_alibi_curve(tmp_path, *details_by_seed) -> tuple[str, list[dict[str, str]]]:
-    """The eps-1 ALIBI curve figure's markdown and CSV rows (protocol_cpu.yaml) over planted records, seed ``s``
-    with ``details_by_seed[s]``."""
+    """The ALIBI curve figure's markdown and eps-1 CSV rows (protocol_cpu.yaml) over planted records at eps 1 (eps 0.5
+    has none), seed ``s`` with ``details_by_seed[s]``."""
     cfg = repo_config("protocol_cpu.yaml", results_dir=str(tmp_path / "results"))
-    table, figure = "alibi_official_recipe_curve_cpu", "alibi_official_recipe_curve_eps1_cpu"
+    table, figure = "alibi_official_recipe_curve_cpu", "alibi_official_recipe_curve_figure_cpu"
     cfg["tables"][table]["seeds"] = list(range(len(details_by_seed)))
     (col,) = plan.columns(cfg["tables"][table])
     for run in plan.cell_runs(cfg, table, col, 1.0):
@@ -59,13 +59,18 @@ def _rendered_alibi_curve(tmp_path, *details_by_seed) -> tuple[str, list[dict[st
     assert learning_curves.main_learning_curves(cfg, figure, tmp_path / "out", None) == 0
     with open(tmp_path / "out" / f"{figure}.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
-    return (tmp_path / "out" / f"{figure}.md").read_text(), rows
+    assert [r["status"] for r in rows if r["epsilon"] == "0.5"] == ["not run"]  # its panel says so, no number
+    return (tmp_path / "out" / f"{figure}.md").read_text(), [r for r in rows if r["epsilon"] == "1.0"]
 
 
 def test_a_diagnostic_curve_states_the_paper_and_the_epochs_inside_its_band(tmp_path):
     md, _ = _rendered_alibi_curve(tmp_path, {"test_accuracy_by_epoch": [90.0, 93.0, 96.5, 95.0, 92.0]})
     # 000 Table 5a's ALIBI at eps 1 is 94.1: epochs 2 and 4 lie within 2 points, 3 (96.5) and 5 (92.0) do not
-    assert "| 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - (no held-out curve in the records) |" in md
+    assert (
+        "| 1 | ALIBI, official recipe (test curve recorded) | 1 | 5 (5) | 96.50 (3) | 92.00 | 94.1 | 2 of 5: 2, 4 | - ("
+        in md
+    )
+    assert "| 0.5 | ALIBI, official recipe (test curve recorded) | not run: no record of the cell" in md
 
 
 def test_the_honest_stopping_epoch_is_chosen_on_the_released_held_out_labels_not_the_test_set(tmp_path):
@@ -101,5 +106,8 @@ def test_each_seed_stops_on_its_own_held_out_curve_and_a_missing_curve_is_said()
     assert heldout_stopping(tests, heldout=[heldout[0], None]) == ([], None, "held-out curve in 1 of 2 seeds")
     assert heldout_stopping(tests, heldout=[heldout[0], [1.0]])[2] == "held-out curve in 1 of 2 seeds"
     assert heldout_stopping(tests, heldout=[None, None]) == ([], None, "no held-out curve in the records")
+    assert (
+        heldout_stopping(tests, heldout=[heldout[0], [1.0, float("nan"), 2.0]])[2] == "held-out curve in 1 of 2 seeds"
+    )
     with pytest.raises(ValueError):  # a seed without its held-out entry
         heldout_stopping(tests, heldout=[heldout[0]])
