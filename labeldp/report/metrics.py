@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from labeldp.heldout_stopping import STOPPED_METRICS, stopped_metric
+from labeldp.heldout_stopping import STOPPED_METRICS, STOPPED_SELECTION_METRIC, stopped_metric
 
-__all__ = ["LOWER_IS_BETTER", "DERIVED_METRICS", "record_metric"]
+__all__ = ["LOWER_IS_BETTER", "DERIVED_METRICS", "HELDOUT_SELECTION_METRICS", "selection_kind", "record_metric"]
 
 #: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
 #: mean; the scorecard's winner/loser claims read them the same way.
@@ -15,6 +15,15 @@ LOWER_IS_BETTER = ("test_mse", "test_rmse", "noisy_label_mse", "validation_noisy
 #: Metrics derived from a record's metric and the table's non-private cell (paper 002):
 #: ``relative_auc_loss_pct = 100 ((1 - AUC) - (1 - AUC_np)) / (1 - AUC_np)`` from ``test_auc``.
 DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
+#: Selection metrics read on RR-released held-out labels (labeldp.selection, labeldp.heldout_stopping), never the test set.
+HELDOUT_SELECTION_METRICS = ("validation_noisy_accuracy_pct", "validation_noisy_mse", STOPPED_SELECTION_METRIC)
+
+
+def selection_kind(column_cfg: Mapping[str, Any] | None) -> str:
+    """``"held-out"`` for a column that overrides its table's selection with one on released held-out labels (an
+    honest selection shown beside the paper's), else ``"paper"`` (the table's own protocol: 000 D.2's best test
+    mean, or a paper's own held-out protocol set on the table, as 003's)."""
+    return "held-out" if (column_cfg or {}).get("selection_metric") in HELDOUT_SELECTION_METRICS else "paper"
 
 
 def record_metric(record: Mapping[str, Any], *, metric: str) -> float:

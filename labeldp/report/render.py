@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labeldp.plan import calibration_relation, format_eps, table_relation
-from labeldp.report.metrics import DERIVED_METRICS
+from labeldp.report.metrics import DERIVED_METRICS, selection_kind
 from labeldp.report.table_header import (  # noqa: F401 (RELATION_TEXT re-exported)
     OTHER_RELATION,
     RELATION_SHORT,
@@ -219,6 +219,8 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "metric": tcfg["metric"] if col else DERIVED_METRICS.get(tcfg["metric"], tcfg["metric"]),
                 # what the column's cells read: the table's metric, or it at the honest stopping epoch
                 "column_metric": (col_cfgs.get(cell.column) or {}).get("metric") or tcfg["metric"] if col else "",
+                # the paper's selection, or an honest one beside it (the scorecard counts them apart)
+                "selection": selection_kind(col_cfgs.get(cell.column)),
                 "epsilon": format_eps(cell.epsilon),
                 "status": cell.status,
                 "reason": cell.reason,

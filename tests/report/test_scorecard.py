@@ -105,7 +105,32 @@ def test_build_and_render_from_csv(tmp_path):
     assert verdicts["pro_beats_dpsgd_and_baselines_small_eps"] == "holds"
     assert verdicts["rr_beats_pro_eps2"] == "not evaluable"
     md = S.render_markdown(cfg, cells, summary, claims)
-    assert "| table5_mnist | 5a | 18 | 18 | 18 | 18 / 18 |" in md and "**holds**" in md
+    assert "| table5_mnist | 5a | 18 | 18 | 18 | 18 / 18 | - |" in md and "**holds**" in md
+
+
+def test_held_out_selection_columns_are_counted_apart_from_the_papers_selection(tmp_path):
+    """The goal counts cells under the paper's selection; an honest column beside them (tidy ``selection``
+    "held-out") has its own count, and a CSV from before the field reads as the paper's selection."""
+    cfg = repo_config()
+    rows = [
+        _row("alibi", 1.0, 94.0, paper=94.1, table="table5_mnist"),
+        _row("rr", 1.0, 60.0, paper=51.3, table="table5_mnist"),
+    ]
+    rows += [
+        {**_row("alibi_heldout", 1.0, 95.0, paper=94.1, table="table5_mnist"), "selection": "held-out"},
+        {**_row("rr_heldout", 1.0, 70.0, paper=51.3, table="table5_mnist"), "selection": "held-out"},
+        {**_row("lp_2st_heldout", 1.0, 80.0, paper=83.3, table="table5_mnist"), "selection": "held-out"},
+    ]
+    rows[0]["selection"] = rows[1]["selection"] = ""  # written before the field existed
+    path = tmp_path / "table5_mnist.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[2]))
+        w.writeheader()
+        w.writerows(rows)
+    cells, summary, claims = S.build(cfg, [path])
+    assert (summary[0]["cells_compared"], summary[0]["within_tolerance"]) == (2, 1)
+    assert (summary[0]["heldout_compared"], summary[0]["heldout_within_tolerance"]) == (3, 1)
+    assert "| table5_mnist | 5a | 5 | 5 | 2 | 1 / 2 | 1 / 3 |" in S.render_markdown(cfg, cells, summary, claims)
 
 
 def test_claims_must_name_columns_of_their_table():

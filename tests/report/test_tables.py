@@ -491,6 +491,13 @@ def test_a_stopped_column_is_read_and_chosen_at_each_runs_held_out_epoch_beside_
     assert "column `alibi_official_heldout_stop`: each run's model at its honest stopping epoch" in (
         tables.render_markdown(res)
     )
+    tidy = {r["column"]: r for r in tables.tidy_rows(res)}  # the CSV says what each column reads and how it chose
+    assert (tidy["alibi_official_heldout_stop"]["selection"], tidy["alibi_official"]["selection"]) == (
+        "held-out",
+        "paper",
+    )
+    assert tidy["alibi_official_heldout_stop"]["column_metric"] == "heldout_stopped_test_accuracy_pct"
+    assert tidy["alibi_official"]["column_metric"] == tidy["alibi_official"]["metric"] == "test_accuracy_pct"
 
 
 def test_a_stopped_columns_record_without_its_curves_names_the_record_and_the_fix(stopped_cfg):
