@@ -30,6 +30,15 @@ def _row(column, eps, mean, *, std=0.5, paper=None, status="ok", table="t", metr
     }
 
 
+def _write_csv(path, rows):
+    """``rows`` as a tidy table CSV (the fields of the row with the most); returns ``path``."""
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(max(rows, key=len)))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
 def test_tolerance_per_metric():
     tol = {"accuracy_points": 2.0, "auc": 0.01, "mse_relative": 0.1}
     assert S.tolerance_for("test_accuracy_pct", paper=90.0, std=0.4, tol=tol) == 2.0
@@ -94,12 +103,7 @@ def test_build_and_render_from_csv(tmp_path):
         for c in ("dpsgd", "rr", "rr_debiased", "lp_2st", "alibi")
         for e in (0.1, 0.2, 0.5)
     ]
-    path = tmp_path / "table5_mnist.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    cells, summary, claims = S.build(cfg, [path])
+    cells, summary, claims = S.build(cfg, [_write_csv(tmp_path / "table5_mnist.csv", rows)])
     assert summary[0]["cells_compared"] == 18 and summary[0]["within_tolerance"] == 18
     verdicts = {c.claim: c.verdict for c in claims}
     assert verdicts["pro_beats_dpsgd_and_baselines_small_eps"] == "holds"
@@ -122,12 +126,7 @@ def test_held_out_selection_columns_are_counted_apart_from_the_papers_selection(
         {**_row("lp_2st_heldout", 1.0, 80.0, paper=83.3, table="table5_mnist"), "selection": "held-out"},
     ]
     rows[0]["selection"] = rows[1]["selection"] = ""  # written before the field existed
-    path = tmp_path / "table5_mnist.csv"
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[2]))
-        w.writeheader()
-        w.writerows(rows)
-    cells, summary, claims = S.build(cfg, [path])
+    cells, summary, claims = S.build(cfg, [_write_csv(tmp_path / "table5_mnist.csv", rows)])
     assert (summary[0]["cells_compared"], summary[0]["within_tolerance"]) == (2, 1)
     assert (summary[0]["heldout_compared"], summary[0]["heldout_within_tolerance"]) == (3, 1)
     assert "| table5_mnist | 5a | 5 | 5 | 2 | 1 / 2 | 1 / 3 |" in S.render_markdown(cfg, cells, summary, claims)
