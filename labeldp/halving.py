@@ -123,6 +123,7 @@ def kept_points(first: Sequence[PlannedRun], *, keep: int, metric: str) -> tuple
 
     Raises:
       ConfigError: ``metric`` is derived from another cell (not a record's own metric).
+      ValueError: a stopped metric (:mod:`labeldp.heldout_stopping`) of a record without its curves.
     """
     if metric in DERIVED_METRICS:
         raise ConfigError(f"successive halving selects on a record's own metric; {metric!r} is derived")

@@ -19,11 +19,21 @@ DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
 HELDOUT_SELECTION_METRICS = ("validation_noisy_accuracy_pct", "validation_noisy_mse", STOPPED_SELECTION_METRIC)
 
 
-def selection_kind(column_cfg: Mapping[str, Any] | None) -> str:
-    """``"held-out"`` for a column that overrides its table's selection with one on released held-out labels (an
-    honest selection shown beside the paper's), else ``"paper"`` (the table's own protocol: 000 D.2's best test
-    mean, or a paper's own held-out protocol set on the table, as 003's)."""
-    return "held-out" if (column_cfg or {}).get("selection_metric") in HELDOUT_SELECTION_METRICS else "paper"
+def selection_kind(tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None = None) -> str:
+    """Whether a cell's configuration is chosen the papers' way or honestly.
+
+    Args:
+      tcfg: the table's config (its ``selection_metric``, if any, applies to every column).
+      column_cfg: the column's config (its ``selection_metric`` overrides the table's).
+
+    Returns:
+      ``"held-out"`` when the selection metric in force reads RR-released held-out labels
+      (:data:`HELDOUT_SELECTION_METRICS`: a held-out column beside the paper's, or a whole honest table such as
+      003's ``*_honest`` figures), else ``"paper"`` (the papers' protocol: the best test mean, 000 D.2, or the best
+      test MSE, 003).
+    """
+    metric = (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric")
+    return "held-out" if metric in HELDOUT_SELECTION_METRICS else "paper"
 
 
 def record_metric(record: Mapping[str, Any], *, metric: str) -> float:

@@ -28,6 +28,7 @@ from typing import Any, Mapping
 
 from labeldp import records
 from labeldp.plan import cell_runs, hp_id
+from labeldp.report.metrics import selection_kind
 from labeldp.report.render import NOT_RUN, save_figure, write_atomic_text
 from labeldp.report.tables import build_table
 
@@ -119,7 +120,8 @@ def _rows(config, table: str, res) -> list[dict[str, Any]]:
                     "neighboring_relation": recs[0]["privacy"]["neighboring_relation"] if recs else None,
                     "privacy_valid": cell.valid,
                     "data_source": ";".join(sources),
-                    "selection": tcfg_selection(config, table),
+                    "selection_metric": tcfg_selection(config, table),
+                    "selection": selection_kind(config["tables"][table]),
                     "paper_table": tcfg["paper_table"],
                     "metric": tcfg["metric"],
                     "mean": test[0],

@@ -17,13 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from labeldp.plan import calibration_relation, format_eps, table_relation
 from labeldp.report.metrics import DERIVED_METRICS, selection_kind
-from labeldp.report.table_header import (  # noqa: F401 (RELATION_TEXT re-exported)
-    OTHER_RELATION,
-    RELATION_SHORT,
-    RELATION_TEXT,
-    derived_metric_line,
-    header_lines,
-)
+from labeldp.report.table_header import OTHER_RELATION, RELATION_SHORT, derived_metric_line, header_lines
 from labeldp.report.outputs import save_figure, write_atomic_text, write_csv, write_report_files  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_cost_lines
 
@@ -220,7 +214,7 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 # what the column's cells read: the table's metric, or it at the honest stopping epoch
                 "column_metric": (col_cfgs.get(cell.column) or {}).get("metric") or tcfg["metric"] if col else "",
                 # the paper's selection, or an honest one beside it (the scorecard counts them apart)
-                "selection": selection_kind(col_cfgs.get(cell.column)),
+                "selection": selection_kind(tcfg, col_cfgs.get(cell.column)),
                 "epsilon": format_eps(cell.epsilon),
                 "status": cell.status,
                 "reason": cell.reason,

@@ -109,7 +109,8 @@ def score_cells(rows: Sequence[Mapping[str, Any]], tol: Mapping[str, float]) -> 
             "tolerance": None,
             "within_tolerance": "",
             "valid": r.get("valid"),
-            "selection": r.get("selection") or "paper",  # CSVs built before the field: the paper's selection
+            # "paper" or "held-out"; a CSV built before the field says "unknown" (rebuild it to count the cell)
+            "selection": r.get("selection") or "unknown",
         }
         n_runs, planned = _f(r.get("n_runs")), _f(r.get("n_planned_runs"))
         partial = r["status"] == "ok" and n_runs is not None and planned is not None and n_runs < planned
@@ -276,7 +277,7 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
         cell_rows += scored
         compared = [r for r in scored if r["within_tolerance"] != ""]
         paper = [r for r in compared if r["selection"] == "paper"]
-        heldout = [r for r in compared if r["selection"] != "paper"]
+        heldout = [r for r in compared if r["selection"] == "held-out"]
         summary.append(
             {
                 "table": table,
@@ -288,6 +289,7 @@ def build(config: Mapping[str, Any], csv_paths: Sequence[Path]) -> tuple[list[di
                 "within_tolerance": sum(1 for r in paper if r["within_tolerance"]),
                 "heldout_compared": len(heldout),
                 "heldout_within_tolerance": sum(1 for r in heldout if r["within_tolerance"]),
+                "unknown_selection": sum(1 for r in compared if r["selection"] == "unknown"),
             }
         )
         for c in tcfg.get("claims", []):
@@ -325,6 +327,14 @@ def render_markdown(config: Mapping[str, Any], cell_rows, summary, claims) -> st
         "Compared and within tolerance: the cells under the paper's selection (the table's protocol). The held-out "
         "selection columns beside them (configuration or stopping epoch chosen on RR-released held-out labels) are "
         "counted apart.",
+        *(
+            [
+                f"- {', '.join(s['table'] for s in summary if s['unknown_selection'])}: tidy CSVs built before the "
+                "`selection` field; their cells are not counted (rebuild the tables)"
+            ]
+            if any(s["unknown_selection"] for s in summary)
+            else []
+        ),
         "",
         "| table | paper | cells | run | compared | within tolerance | held-out selection: within / compared |",
         "|---|---|---|---|---|---|---|",

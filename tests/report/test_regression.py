@@ -8,6 +8,7 @@ import csv
 import pytest
 
 from labeldp import plan, records
+from labeldp.report import scorecard
 from labeldp.report.regression import main_regression
 
 from tests.helpers import planted_record, repo_config
@@ -75,6 +76,11 @@ def test_paper_protocol_selects_on_test_and_honest_on_noisy_validation(cfg, tmp_
     assert float(honest["test_mse_mean"]) == 2.0 and "lr0.2" in honest["selected_hparams"]
     assert "honest protocol" in (out / "figure5a_honest.md").read_text()
     assert "selects on the test set" in (out / "figure5a.md").read_text()
+    # the scorecard counts the paper's protocol and the honest one apart (labeldp.report.metrics.selection_kind)
+    assert (paper["selection"], paper["selection_metric"]) == ("paper", "test_mse")
+    assert (honest["selection"], honest["selection_metric"]) == ("held-out", "validation_noisy_mse")
+    scored = scorecard.score_cells(_rows(out / "figure5a.csv") + _rows(out / "figure5a_honest.csv"), {})
+    assert {(r["table"], r["selection"]) for r in scored} == {("figure5a", "paper"), ("figure5a_honest", "held-out")}
     for t in ("figure5a", "figure5a_honest"):
         assert (out / f"{t}.png").stat().st_size > 0 and (out / f"{t}.pdf").exists()
 

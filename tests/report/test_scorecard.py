@@ -9,6 +9,7 @@ import pytest
 from labeldp.config_semantics import validate_semantics
 from labeldp.plan import ConfigError
 from labeldp.report import scorecard as S
+from labeldp.report.metrics import selection_kind
 from tests.helpers import repo_config
 
 
@@ -27,6 +28,7 @@ def _row(column, eps, mean, *, std=0.5, paper=None, status="ok", table="t", metr
         "paper": "" if paper is None else str(paper),
         "valid": str(not ref_only),
         "reference_only": str(ref_only),
+        "selection": "paper",
     }
 
 
@@ -114,7 +116,7 @@ def test_build_and_render_from_csv(tmp_path):
 
 def test_held_out_selection_columns_are_counted_apart_from_the_papers_selection(tmp_path):
     """The goal counts cells under the paper's selection; an honest column beside them (tidy ``selection``
-    "held-out") has its own count, and a CSV from before the field reads as the paper's selection."""
+    "held-out") has its own count, and a row from a CSV built before the field is in neither and says so."""
     cfg = repo_config()
     rows = [
         _row("alibi", 1.0, 94.0, paper=94.1, table="table5_mnist"),
@@ -125,11 +127,26 @@ def test_held_out_selection_columns_are_counted_apart_from_the_papers_selection(
         {**_row("rr_heldout", 1.0, 70.0, paper=51.3, table="table5_mnist"), "selection": "held-out"},
         {**_row("lp_2st_heldout", 1.0, 80.0, paper=83.3, table="table5_mnist"), "selection": "held-out"},
     ]
-    rows[0]["selection"] = rows[1]["selection"] = ""  # written before the field existed
+    rows[0]["selection"] = rows[1]["selection"] = "paper"
+    rows.append({**_row("alibi", 2.0, 96.0, paper=96.6, table="table5_mnist"), "selection": ""})  # an older CSV
     cells, summary, claims = S.build(cfg, [_write_csv(tmp_path / "table5_mnist.csv", rows)])
     assert (summary[0]["cells_compared"], summary[0]["within_tolerance"]) == (2, 1)
     assert (summary[0]["heldout_compared"], summary[0]["heldout_within_tolerance"]) == (3, 1)
-    assert "| table5_mnist | 5a | 5 | 5 | 2 | 1 / 2 | 1 / 3 |" in S.render_markdown(cfg, cells, summary, claims)
+    assert summary[0]["unknown_selection"] == 1
+    md = S.render_markdown(cfg, cells, summary, claims)
+    assert "| table5_mnist | 5a | 6 | 6 | 2 | 1 / 2 | 1 / 3 |" in md
+    assert "- table5_mnist: tidy CSVs built before the `selection` field; their cells are not counted" in md
+
+
+def test_a_whole_honest_table_is_held_out_and_the_papers_protocol_is_not():
+    """003's figures: the paper's protocol (best test MSE) and an ``*_honest`` table (noisy held-out MSE), a table-level
+    selection; a column's own held-out selection overrides its table's."""
+    cfg = repo_config()
+    assert selection_kind(cfg["tables"]["figure4"]) == "paper"
+    honest = [t for t, c in cfg["tables"].items() if c.get("selection_metric") == "validation_noisy_mse"]
+    assert honest and all(selection_kind(cfg["tables"][t]) == "held-out" for t in honest)
+    assert selection_kind({}, {"selection_metric": "validation_noisy_accuracy_pct"}) == "held-out"
+    assert selection_kind({"selection_metric": "validation_noisy_mse"}, {"selection_metric": "test_mse"}) == "paper"
 
 
 def test_claims_must_name_columns_of_their_table():
