@@ -40,7 +40,7 @@ from labeldp.plan import (
     table_epsilons,
     table_seeds,
 )
-from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER, record_metric
+from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER, record_metric, selection_metric
 
 __all__ = [
     "halving_keep",
@@ -72,15 +72,6 @@ def halving_keep(tcfg: Mapping[str, Any]) -> int | None:
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
         raise ConfigError(f"search.successive_halving.keep must be an integer >= 1, got {keep!r}")
     return keep
-
-
-def selection_metric(
-    tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None, *, default: str | None = None
-) -> str:
-    """The metric a cell's configuration is chosen on: the column's ``selection_metric``, the table's, or
-    ``default`` (the metric the cell reports; the non-private cell of a relative-AUC table reports
-    ``test_auc``), else the table's ``metric`` (the paper's selection on the test set)."""
-    return (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric") or default or tcfg["metric"]
 
 
 def _column_cfg(tcfg: Mapping[str, Any], column_id: str) -> Mapping[str, Any] | None:

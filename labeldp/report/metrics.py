@@ -7,7 +7,14 @@ from typing import Any
 
 from labeldp.heldout_stopping import STOPPED_METRICS, STOPPED_SELECTION_METRIC, stopped_metric
 
-__all__ = ["LOWER_IS_BETTER", "DERIVED_METRICS", "HELDOUT_SELECTION_METRICS", "selection_kind", "record_metric"]
+__all__ = [
+    "LOWER_IS_BETTER",
+    "DERIVED_METRICS",
+    "HELDOUT_SELECTION_METRICS",
+    "selection_metric",
+    "selection_kind",
+    "record_metric",
+]
 
 #: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
 #: mean; the scorecard's winner/loser claims read them the same way.
@@ -17,6 +24,15 @@ LOWER_IS_BETTER = ("test_mse", "test_rmse", "noisy_label_mse", "validation_noisy
 DERIVED_METRICS = {"relative_auc_loss_pct": "test_auc"}
 #: Selection metrics read on RR-released held-out labels (labeldp.selection, labeldp.heldout_stopping), never the test set.
 HELDOUT_SELECTION_METRICS = ("validation_noisy_accuracy_pct", "validation_noisy_mse", STOPPED_SELECTION_METRIC)
+
+
+def selection_metric(
+    tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None, *, default: str | None = None
+) -> str:
+    """The metric a cell's configuration is chosen on: the column's ``selection_metric``, the table's, or
+    ``default`` (the metric the cell reports; the non-private cell of a relative-AUC table reports
+    ``test_auc``), else the table's ``metric`` (the paper's selection on the test set)."""
+    return (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric") or default or tcfg["metric"]
 
 
 def selection_kind(tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None = None) -> str:
@@ -32,8 +48,7 @@ def selection_kind(tcfg: Mapping[str, Any], column_cfg: Mapping[str, Any] | None
       003's ``*_honest`` figures), else ``"paper"`` (the papers' protocol: the best test mean, 000 D.2, or the best
       test MSE, 003).
     """
-    metric = (column_cfg or {}).get("selection_metric") or tcfg.get("selection_metric")
-    return "held-out" if metric in HELDOUT_SELECTION_METRICS else "paper"
+    return "held-out" if selection_metric(tcfg, column_cfg, default="") in HELDOUT_SELECTION_METRICS else "paper"
 
 
 def record_metric(record: Mapping[str, Any], *, metric: str) -> float:
