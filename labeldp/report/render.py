@@ -209,6 +209,9 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "column": cell.column,
                 "method": col.method if col else "nonprivate",
                 "variant": col.variant if col else "default",
+                # the published cell the column stands beside (reference method / variant; labeldp.report.reference)
+                "paper_method": (col.ref_method or "") if col else "non_private",
+                "paper_variant": (col.ref_variant or "") if col else "",
                 # a derived metric's non-private row holds its source metric (002: the AUC_np runs' AUC)
                 "metric": tcfg["metric"] if col else DERIVED_METRICS.get(tcfg["metric"], tcfg["metric"]),
                 # what the column's cells read: the table's metric, or it at the honest stopping epoch

@@ -1,0 +1,36 @@
+# The reproduction status (labeldp/report/reproduction_status.py): every published cell of 000's tables beside the
+# best complete result any committed table holds for it, across dated reports. Config `reproduction_status`:
+# `sources` (glob patterns of tidy table CSVs, relative to the working directory; this report's own tables among
+# them are rebuilt first, as the scorecard's are) and `explanations` (a YAML file: why each cell outside is).
+import glob as _glob
+
+_STATUS = config.get("reproduction_status") or {}
+
+
+def _status_sources(wildcards):
+    found = sorted({p for pattern in _STATUS.get("sources") or () for p in _glob.glob(pattern)})
+    if not found:
+        raise WorkflowError(
+            f"reproduction_status.sources {_STATUS.get('sources')} match no tidy table CSV under {os.getcwd()}: "
+            "give glob patterns of committed tables, e.g. 'reports/*/tables/*.csv'"
+        )
+    return found + ([_STATUS["explanations"]] if _STATUS.get("explanations") else [])
+
+
+rule reproduction_status:
+    input:
+        _status_sources,
+    output:
+        md=report(f"{REPORTS}/reproduction_status.md", caption="../report/reproduction_status.rst",
+                  category="Scorecard", labels={"file": "reproduction status"}),
+        csv=f"{REPORTS}/reproduction_status.csv",
+    log:
+        f"{LOGS}/aggregate/reproduction_status.log",
+    params:
+        cfg=lambda wc: _json.dumps(config),
+        csvs=lambda wc, input: [p for p in input if p.endswith(".csv")],
+    conda:
+        "../../envs/labeldp.yaml"
+    shell:
+        "PYTHONPATH={workflow.basedir:q} python -m labeldp.report.reproduction_status --config-json {params.cfg:q} "
+        "--reference-dir {config[reference_dir]:q} --out-dir {REPORTS} {params.csvs:q} > {log} 2>&1"
