@@ -190,7 +190,8 @@ def build_status(
       explanations: :func:`load_explanations`'s mapping.
 
     Returns:
-      (rows, stale): ``stale`` names each source CSV built before the fields this view needs (not read).
+      (rows, stale): ``stale`` names each source CSV of the chosen tables built before the fields this view needs
+      (not read); a CSV of other tables is skipped.
 
     Raises:
       ValueError: an explanation whose key is no cell of the chosen tables (names the key).
@@ -211,8 +212,8 @@ def build_status(
         with open(p, newline="") as f:
             reader = csv.DictReader(f)
             rows = list(reader)
-        if not rows:
-            continue
+        if not any(r.get("paper_table") in s["tables"] for r in rows):
+            continue  # another paper table (or an empty one): nothing to read
         if any(field not in (reader.fieldnames or ()) for field in REQUIRED_FIELDS):
             stale.append(str(p))
             continue

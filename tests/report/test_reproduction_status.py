@@ -79,7 +79,12 @@ def sources(tmp_path):
         [_row("rr", 99.9)],
         fields=[f for f in FIELDS if f not in ("paper_method", "paper_variant")],
     )
-    return [grid, probe, stale]
+    other = _csv(  # 000 Table 6, built before the fields: not one of the chosen tables, so not named
+        tmp_path / "reports" / "old-report" / "tables" / "table6.csv",
+        [_row("rr", 50.0, paper_table="6")],
+        fields=[f for f in FIELDS if f not in ("paper_method", "paper_variant")],
+    )
+    return [grid, probe, stale, other]
 
 
 def test_each_cell_takes_the_best_complete_paper_selection_row_of_any_source(sources):
