@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labeldp.plan import calibration_relation, format_eps, table_relation
-from labeldp.report.metrics import DERIVED_METRICS, selection_kind
+from labeldp.report.metrics import DERIVED_METRICS, records_data_source, scored_table, selection_kind
 from labeldp.report.table_header import OTHER_RELATION, RELATION_SHORT, derived_metric_line, header_lines
 from labeldp.report.outputs import save_figure, write_atomic_text, write_csv, write_report_files  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_cost_lines
@@ -199,6 +199,8 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
     cells = list(res.cells.values()) + ([res.nonprivate] if res.nonprivate else [])
     by_id = {c.id: c for c in res.columns}
     col_cfgs = {c["id"]: c for c in tcfg["columns"]}
+    scored = scored_table(res.config, res.table)
+    data_source = records_data_source(res.records_used)
     for cell in cells:
         col = by_id.get(cell.column)
         rows.append(
@@ -218,6 +220,12 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "column_metric": (col_cfgs.get(cell.column) or {}).get("metric") or tcfg["metric"] if col else "",
                 # the paper's selection, or an honest one beside it (the scorecard counts them apart)
                 "selection": selection_kind(tcfg, col_cfgs.get(cell.column)),
+                # the report's scorecard scores this table (its protocol) or not (an experiment beside it)
+                "scored": scored,
+                # a validation column (e.g. DP-SGD via Opacus): checks another column, never a table's best
+                "validation": bool(col and col.validation),
+                # official (full) / official subset / stand-in: what data the table's records ran on
+                "data_source": data_source,
                 "epsilon": format_eps(cell.epsilon),
                 "status": cell.status,
                 "reason": cell.reason,

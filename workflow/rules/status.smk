@@ -1,7 +1,9 @@
 # The reproduction status (labeldp/report/reproduction_status.py): every published cell of 000's tables beside the
-# best complete result any committed table holds for it, across dated reports. Config `reproduction_status`:
-# `sources` (glob patterns of tidy table CSVs, relative to the working directory; this report's own tables among
-# them are rebuilt first, as the scorecard's are) and `explanations` (a YAML file: why each cell outside is).
+# best complete result the committed tables hold for it, across dated reports. Config `reproduction_status`:
+# `sources` (glob patterns of tidy table CSVs, relative to the working directory) and `explanations` (a YAML file:
+# why each cell outside is). This report's own tables among the sources are inputs, rebuilt first as the
+# scorecard's are: their missing runs are trained unless `--config aggregate_existing_only=True` (then the tables
+# are rebuilt from the records on disk only; tests/workflow/test_reproduction_status_rule.py).
 import glob as _glob
 
 _STATUS = config.get("reproduction_status") or {}
