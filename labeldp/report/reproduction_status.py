@@ -13,7 +13,9 @@ CSVs only (each built only from result records and the published values):
   variant (tidy ``paper_method`` / ``paper_variant``) and eps, under the paper's selection (tidy ``selection``:
   the configuration with the best test mean, 000 D.2), run in full (every planned run and seed, at least
   ``min_seeds`` seeds), valid accounting, not reference-only, not a validation column, official data in full, on
-  the paper's metric.
+  the paper's metric, and (for the DP-SGD family) noise calibrated under the paper's neighbouring relation
+  (``calibration_relation``, default add-or-remove; a label-DP-exact table calibrated under label substitution is
+  another cell).
 - The cell's value: the best mean among the rows of tables their report scores (tidy ``scored``: the report's
   protocol, e.g. Table 8's grid searched); the best row of the other tables (experiments: another optimiser, a
   setting chosen on one seed) is shown beside it, never counted. Source table and configuration are printed.
@@ -48,6 +50,8 @@ DEFAULTS = {
     "chance_pct": 15.0,
     "min_seeds": 3,
     "tolerance_points": 2.0,
+    # 000's neighbouring relation (its Section 3.4): a DP-SGD-family cell calibrated under another is not its cell
+    "calibration_relation": "add_or_remove",
 }
 
 #: Tidy CSV fields a source must have (a CSV built before them is named, with the fix, instead of being read).
@@ -72,10 +76,11 @@ def _complete(row: Mapping[str, Any], *, min_seeds: int) -> bool:
     return int(_number(row.get("n_missing_seeds")) or 0) == 0 and int(_number(row.get("n_seeds")) or 0) >= min_seeds
 
 
-def _evidence(row: Mapping[str, Any], *, metric: str, min_seeds: int) -> bool:
+def _evidence(row: Mapping[str, Any], *, metric: str, min_seeds: int, relation: str) -> bool:
     """A row that shows the published cell under the paper's selection (scored table or experiment alike)."""
     return (
         row.get("status") == "ok"
+        and (row.get("calibration_relation") or relation) == relation
         and row.get("selection") == "paper"
         and row.get("metric") == metric
         and (row.get("column_metric") or metric) == metric
@@ -172,8 +177,12 @@ def build_status(
             stale.append(str(p))
             continue
         for r in rows:
-            if r.get("paper_table") not in tables or not _evidence(r, metric=s["metric"], min_seeds=s["min_seeds"]):
+            if r.get("paper_table") not in tables or not _evidence(
+                r, metric=s["metric"], min_seeds=s["min_seeds"], relation=s["calibration_relation"]
+            ):
                 continue
+            if math.isinf(float(r["epsilon"])):
+                continue  # the non-private reference row: 000's tables print no such cell
             key = (r["paper_table"], r["dataset"], r["paper_method"], r["paper_variant"], float(r["epsilon"]))
             if key not in cell_ids:
                 unmatched.append(
@@ -302,7 +311,8 @@ def render_markdown(*, status: Status, settings: Mapping[str, Any] | None = None
         "- scored on: the tables each report scores (its `scorecard_tables`: the report's protocol, e.g. 000 Table "
         "8's grid searched in full or by successive halving, or the report's one configuration), under the paper's "
         "selection (best test mean over the table's search, 000 D.2), every planned run recorded, at least "
-        f"{s['min_seeds']} seeds, valid accounting, official data in full, validation columns left out; a cell "
+        f"{s['min_seeds']} seeds, valid accounting, official data in full, noise calibrated under "
+        f"{s['calibration_relation']} (000's relation), validation columns left out; a cell "
         "takes the best of these rows; held-out selections are counted in each report's scorecard, not here",
         "- experiment: the best row of the other tables (settings off the paper's grid, e.g. another optimiser, or "
         "chosen on one seed), under the same rules: shown beside the cell, never counted",

@@ -22,6 +22,7 @@ FIELDS = [
     "table", "paper_table", "dataset", "column", "method", "variant", "paper_method", "paper_variant", "metric",
     "column_metric", "selection", "epsilon", "status", "mean", "std", "n_seeds", "n_missing_seeds", "n_runs",
     "n_planned_runs", "best_hparams", "valid", "reference_only", "paper", "scored", "validation", "data_source",
+    "calibration_relation",
 ]  # fmt: skip
 
 
@@ -82,6 +83,8 @@ def sources(tmp_path):
             _row("rr_failed", 99.7, status="not run"),
             _row("rr_auc", 99.8, metric="test_auc"),
             _row("rr_fashion", 99.85, dataset="fashion_mnist"),  # another dataset's cell (not published: unmatched)
+            _row("nonprivate", 99.9, method="non_private", eps=float("inf")),  # no published cell, not "unmatched"
+            _row("rr_label_exact", 99.92, calibration_relation="label_substitution"),  # another relation's cell
             _row("dpsgd", 90.5, eps=1.0, method="dpsgd"),  # outside by 2.3; explained below
             _row("lp_2st", 88.0, eps=1.0, method="lp_2st", std=5.0),  # 2.0 below: within, exactly at the tolerance
         ],
