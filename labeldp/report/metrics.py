@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from labeldp.heldout_stopping import STOPPED_METRICS, STOPPED_SELECTION_METRIC, stopped_metric
@@ -14,8 +14,6 @@ __all__ = [
     "selection_metric",
     "selection_kind",
     "record_metric",
-    "scored_table",
-    "records_data_source",
 ]
 
 #: Metrics (errors) for which the best configuration and the best cell of a row have the lowest
@@ -74,31 +72,3 @@ def record_metric(record: Mapping[str, Any], *, metric: str) -> float:
             raise ValueError(f"record {record['run_id']}: {e}") from None
     value = record["metrics"].get(metric)
     return float("nan") if value is None else float(value)
-
-
-def scored_table(config: Mapping[str, Any], table: str) -> bool:
-    """Whether a report's scorecard scores ``table``'s cells.
-
-    Args:
-      config: the workflow config (its ``scorecard_tables``: a dated report's protocol tables; absent: all).
-      table: a table id.
-
-    Returns:
-      True for a table of the report's protocol; False for its experiment tables (a setting found off the paper's
-      grid, or chosen on one seed), whose cells are shown but not the paper's protocol.
-    """
-    chosen = config.get("scorecard_tables")
-    return chosen is None or table in chosen
-
-
-def records_data_source(records: Sequence[Mapping[str, Any]]) -> str:
-    """What data a table's records ran on: ``official`` (every record on the official data in full), ``official
-    subset`` (some on a subset of it), ``stand-in`` (some on synthetic stand-in data, the smoke profile's), or ``""``
-    (no record)."""
-    if not records:
-        return ""
-    if any(r["dataset"].get("source") != "official" for r in records):
-        return "stand-in"
-    if any(r["dataset"].get("subset") for r in records):
-        return "official subset"
-    return "official"

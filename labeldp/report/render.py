@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from labeldp.plan import calibration_relation, format_eps, table_relation
-from labeldp.report.metrics import DERIVED_METRICS, records_data_source, scored_table, selection_kind
+from labeldp.report.metrics import DERIVED_METRICS, selection_kind
+from labeldp.report.table_scope import records_data_source, scored_table
 from labeldp.report.table_header import OTHER_RELATION, RELATION_SHORT, derived_metric_line, header_lines
 from labeldp.report.outputs import save_figure, write_atomic_text, write_csv, write_report_files  # noqa: F401 (re-exported)
 from labeldp.report.search_cost import search_cost_lines

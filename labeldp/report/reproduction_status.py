@@ -54,6 +54,8 @@ DEFAULTS = {
     "calibration_relation": "add_or_remove",
 }
 
+#: Fields every tidy table CSV has had (a CSV without them, e.g. a scorecard's, is no table: skipped).
+TIDY_FIELDS = ("table", "paper_table", "column", "epsilon", "status", "mean", "n_seeds", "is_best")
 #: Tidy CSV fields a source must have (a CSV built before them is named, with the fix, instead of being read).
 REQUIRED_FIELDS = ("paper_method", "paper_variant", "selection", "column_metric", "scored", "validation", "data_source")
 
@@ -112,11 +114,14 @@ class Status:
       stale: source CSVs of the chosen tables built before the fields this view needs (not read; rebuild them).
       unmatched: ``"<source>: <key>"`` for each evidence row whose published method, variant or eps is no cell of
         the reference (a column's ``ref_method`` / ``ref_variant`` to fix, or a cell the paper does not print).
+      explained_within: keys of cells within the tolerance (or at chance) that an explanation still names: the
+        explanation is out of date.
     """
 
     rows: list[dict[str, Any]]
     stale: list[str]
     unmatched: list[str]
+    explained_within: list[str] = dataclasses.field(default_factory=list)
 
 
 def _best(found: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -166,14 +171,15 @@ def build_status(
         )
     cell_ids = {(c.table, c.dataset, c.method, c.variant, c.epsilon) for c in cells}
     by_cell: dict[tuple, list[dict[str, Any]]] = {}
-    stale, unmatched = [], []
+    stale, unmatched, explained_within = [], [], []
     for p in map(Path, csv_paths):
         with open(p, newline="") as f:
             reader = csv.DictReader(f)
             rows = list(reader)
-        if not any(r.get("paper_table") in tables for r in rows):
-            continue  # another paper table (or an empty one): nothing to read
-        if any(field not in (reader.fieldnames or ()) for field in REQUIRED_FIELDS):
+        fields = reader.fieldnames or ()
+        if any(f not in fields for f in TIDY_FIELDS) or not any(r.get("paper_table") in tables for r in rows):
+            continue  # not a tidy table CSV (a scorecard, this view's own output), or another paper table
+        if any(field not in fields for field in REQUIRED_FIELDS):
             stale.append(str(p))
             continue
         for r in rows:
@@ -221,23 +227,27 @@ def build_status(
             row["status"] = "not run"
         else:
             row["status"] = "within" if row["abs_diff"] <= tol else "outside"
+        e = _explanation(explanations, c)
         if row["status"] in ("outside", "not run"):
-            e = _explanation(explanations, c)
-            row["why"], row["section"] = (e["why"], e["section"]) if e else ("", "")
+            row["why"], row["section"] = (e["why"], e.get("section") or "") if e else ("", "")
+        elif e is not None and row["status"] in ("within", "at chance"):
+            explained_within.append(row["key"])
         out.append(row)
-    return Status(rows=out, stale=stale, unmatched=unmatched)
+    return Status(rows=out, stale=stale, unmatched=unmatched, explained_within=explained_within)
 
 
 def _evidence_fields(prefix: str, best: Mapping[str, Any] | None, paper: float) -> dict[str, Any]:
     """The chosen row's mean, std, seeds, |diff|, source table, column, variant and configuration."""
     if best is None:
-        names = ("best", "std", "n_seeds", "abs_diff", "source", "column", "variant", "best_hparams")
-        return {prefix + n: None if n in ("best", "std", "n_seeds", "abs_diff") else "" for n in names}
+        names = ("best", "std", "n_seeds", "n_search_runs", "abs_diff", "source", "column", "variant", "best_hparams")
+        return {prefix + n: None if n in ("best", "std", "n_seeds", "n_search_runs", "abs_diff") else "" for n in names}
     mean = float(best["mean"])
     return {
         prefix + "best": mean,
         prefix + "std": _number(best.get("std")),
         prefix + "n_seeds": int(float(best["n_seeds"])),
+        # the runs the cell's search planned (a quick point: one configuration x its seeds; 000 Table 8's grid: 108)
+        prefix + "n_search_runs": int(_number(best.get("n_planned_runs")) or _number(best.get("n_runs")) or 0),
         prefix + "abs_diff": abs(mean - paper),
         prefix + "source": best["source"],
         prefix + "column": best["column"],
@@ -287,7 +297,10 @@ def _fmt(x: Any, spec: str = ".1f") -> str:
 def _evidence_text(row: Mapping[str, Any], prefix: str) -> tuple[str, str]:
     if row[prefix + "best"] is None:
         return "-", "-"
-    value = f"{row[prefix + 'best']:.1f} +- {_fmt(row[prefix + 'std'])} ({row[prefix + 'n_seeds']})"
+    value = (
+        f"{row[prefix + 'best']:.1f} +- {_fmt(row[prefix + 'std'])} ({row[prefix + 'n_seeds']} seeds, "
+        f"{row[prefix + 'n_search_runs']} runs searched)"
+    )
     source = ", ".join(row[prefix + k] for k in ("source", "column", "variant", "best_hparams") if row[prefix + k])
     return value, source.replace("|", "/")
 
@@ -313,7 +326,10 @@ def render_markdown(*, status: Status, settings: Mapping[str, Any] | None = None
         "selection (best test mean over the table's search, 000 D.2), every planned run recorded, at least "
         f"{s['min_seeds']} seeds, valid accounting, official data in full, noise calibrated under "
         f"{s['calibration_relation']} (000's relation), validation columns left out; a cell "
-        "takes the best of these rows; held-out selections are counted in each report's scorecard, not here",
+        "takes the best of these rows; held-out selections are counted in each report's scorecard, not here. A "
+        "report without `scorecard_tables` scores all its tables, so its quick-point tables (one configuration) "
+        "count: 'runs searched' says how large each cell's search was. The best over several reports' runs is "
+        "optimistic, as 000 D.2's best mean over a grid is",
         "- experiment: the best row of the other tables (settings off the paper's grid, e.g. another optimiser, or "
         "chosen on one seed), under the same rules: shown beside the cell, never counted",
         f"- within: |best - paper| <= {s['tolerance_points']:g} points (strict; the std is shown, never used to pass)",
@@ -334,13 +350,16 @@ def render_markdown(*, status: Status, settings: Mapping[str, Any] | None = None
     if status.stale:
         lines += ["", "Not read (built before the fields this view needs; rebuild them with their report's command):"]
         lines += [f"- `{p}`" for p in status.stale]
+    if status.explained_within:
+        lines += ["", "Explanations of cells now within the tolerance or at chance (out of date: remove them):"]
+        lines += [f"- {k}" for k in status.explained_within]
     if status.unmatched:
         lines += ["", "Rows matching no published cell (a column's `ref_method` / `ref_variant`, or a cell 000 does "
                   "not print):"]  # fmt: skip
         lines += [f"- {u}" for u in status.unmatched]
     lines += [
         "",
-        "| cell | paper | best (mean +- std, seeds) | diff | status | source (table, column, variant, configuration) "
+        "| cell | paper | best (mean +- std) | diff | status | source (table, column, variant, configuration) "
         "| experiment (not counted) | experiment's source | why |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

@@ -21,7 +21,7 @@ REFERENCE_DIR = REPO / "workflow" / "resources" / "reference"
 FIELDS = [
     "table", "paper_table", "dataset", "column", "method", "variant", "paper_method", "paper_variant", "metric",
     "column_metric", "selection", "epsilon", "status", "mean", "std", "n_seeds", "n_missing_seeds", "n_runs",
-    "n_planned_runs", "best_hparams", "valid", "reference_only", "paper", "scored", "validation", "data_source",
+    "n_planned_runs", "best_hparams", "valid", "reference_only", "paper", "scored", "validation", "data_source", "is_best",
     "calibration_relation",
 ]  # fmt: skip
 
@@ -51,7 +51,7 @@ def _row(column, mean, *, eps=2.0, method="rr", paper_table="5a", dataset="mnist
         paper_method=method, paper_variant=variant, metric="test_accuracy_pct", column_metric="test_accuracy_pct",
         selection="paper", epsilon=f"{eps:g}", status="ok", mean=mean, std=0.5, n_seeds=3, n_missing_seeds=0,
         n_runs=3, n_planned_runs=3, best_hparams=json.dumps({"learning_rate": 0.2}), valid="True",
-        reference_only="False", paper="", scored="True", validation="False", data_source="official",
+        reference_only="False", paper="", scored="True", validation="False", data_source="official", is_best="False",
     )  # fmt: skip
     row.update(kw)
     return row
@@ -84,8 +84,10 @@ def sources(tmp_path):
             _row("rr_auc", 99.8, metric="test_auc"),
             _row("rr_fashion", 99.85, dataset="fashion_mnist"),  # another dataset's cell (not published: unmatched)
             _row("nonprivate", 99.9, method="non_private", eps=float("inf")),  # no published cell, not "unmatched"
-            _row("rr_label_exact", 99.92, calibration_relation="label_substitution"),  # another relation's cell
-            _row("dpsgd", 90.5, eps=1.0, method="dpsgd"),  # outside by 2.3; explained below
+            _row("rr_subset", 99.92, data_source="official subset"),  # a subset of the official data
+            _row("dpsgd", 90.5, eps=1.0, method="dpsgd", calibration_relation="add_or_remove"),  # outside by 2.3
+            # DP-SGD calibrated so eps holds under label substitution: another relation's cell, never this one's
+            _row("dpsgd_label_exact", 99.0, eps=1.0, method="dpsgd", calibration_relation="label_substitution"),
             _row("lp_2st", 88.0, eps=1.0, method="lp_2st", std=5.0),  # 2.0 below: within, exactly at the tolerance
         ],
     )
@@ -101,12 +103,17 @@ def sources(tmp_path):
         [_row("rr", 99.99)],
         fields=[f for f in FIELDS if f not in ("scored", "validation", "data_source")],
     )
+    scorecard = _csv(  # a scorecard's CSV names paper tables too, but is no tidy table: skipped, never "stale"
+        tmp_path / "reports" / "grid-report" / "scorecard.csv",
+        [dict(table="t", paper_table="5a", column="rr", method="rr", epsilon="2", regenerated=99.0)],
+        fields=["table", "paper_table", "column", "method", "epsilon", "regenerated"],
+    )
     other = _csv(  # 000 Table 6, built before the fields: not one of the chosen tables, so not named
         tmp_path / "reports" / "old-report" / "tables" / "table6.csv",
         [_row("rr", 50.0, paper_table="6")],
         fields=[f for f in FIELDS if f not in ("paper_method", "paper_variant")],
     )
-    return [grid, experiment, standin, stale, other]
+    return [grid, experiment, standin, stale, scorecard, other]
 
 
 def test_each_cell_takes_the_best_complete_paper_selection_row_of_the_scored_tables(sources):
@@ -132,7 +139,7 @@ def test_each_cell_takes_the_best_complete_paper_selection_row_of_the_scored_tab
         "probe-report/rr_momentum",
         True,
     )
-    assert rr["n_candidates"] == 2
+    assert (rr["n_candidates"], rr["n_search_runs"], rr["n_seeds"]) == (2, 3, 3)
     assert status.stale == [str(sources[3])]
     assert status.unmatched == ["grid-report/table5_grid: 5a/fashion_mnist/rr/eps2 (column rr_fashion)"]
     assert by_key["5a/mnist/lp_2st/eps1"]["status"] == "within"  # |88 - 90| = 2: within the strict 2 points
@@ -267,3 +274,12 @@ def test_tidy_rows_name_the_published_cell_each_column_stands_beside(tmp_path):
     res = tables.build_table(cfg, "table5_mnist")  # a column without ref_method stands beside its own method's cell
     tidy = {r["column"]: r for r in tables.tidy_rows(res)}
     assert (tidy["rr"]["paper_method"], tidy["rr"]["paper_variant"]) == ("rr", "")
+
+
+def test_an_explanation_of_a_cell_now_within_is_named_out_of_date(sources):
+    explanations = {"5a/mnist/lp_2st/eps1": {"why": "was outside once"}, "5a/mnist/alibi/eps*": {"why": "chance"}}
+    status = build_status(csv_paths=sources, ref=REF, explanations=explanations)
+    assert status.explained_within == ["5a/mnist/alibi/eps0.01", "5a/mnist/lp_2st/eps1"]
+    md = render_markdown(status=status)
+    assert "out of date" in md and "- 5a/mnist/lp_2st/eps1" in md
+    assert {r["key"]: r["why"] for r in status.rows}["5a/mnist/lp_2st/eps1"] == ""

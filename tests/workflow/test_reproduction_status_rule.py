@@ -18,7 +18,7 @@ SNAKEMAKE = str(Path(sys.executable).parent / "snakemake")
 FIELDS = [
     "table", "paper_table", "dataset", "column", "method", "variant", "paper_method", "paper_variant", "metric",
     "column_metric", "selection", "epsilon", "status", "mean", "std", "n_seeds", "n_missing_seeds", "n_runs",
-    "n_planned_runs", "best_hparams", "valid", "reference_only", "paper", "scored", "validation", "data_source",
+    "n_planned_runs", "best_hparams", "valid", "reference_only", "paper", "scored", "validation", "data_source", "is_best",
 ]  # fmt: skip
 
 
@@ -41,7 +41,7 @@ def test_the_rule_builds_the_status_from_globbed_tables_without_training(tmp_pat
                  paper_method="rr", paper_variant="", metric="test_accuracy_pct", column_metric="test_accuracy_pct",
                  selection="paper", epsilon="2", status="ok", mean=96.0, std=0.4, n_seeds=3, n_missing_seeds=0,
                  n_runs=3, n_planned_runs=3, best_hparams="", valid="True", reference_only="False", paper=96.7,
-                 scored="True", validation="False", data_source="official")
+                 scored="True", validation="False", data_source="official", is_best="True")
         )  # fmt: skip
     (work / "why.yaml").write_text("5a/mnist/dpsgd/eps1: {why: the grid's corner, section: somewhere}\n")
     probe = tmp_path / "probe.yaml"
@@ -52,7 +52,10 @@ def test_the_rule_builds_the_status_from_globbed_tables_without_training(tmp_pat
     assert done.returncode == 0, done.stderr[-4000:]
     assert "rule sweep" not in done.stderr and "rule table" not in done.stderr  # read committed tables only
     md = (work / "reports" / "smoke" / "reproduction_status.md").read_text()
-    assert "| 5a/mnist/rr/eps2 | 96.7 | 96.0 +- 0.4 (3) | 0.7 | within | dated-report/table5_grid" in md
+    assert (
+        "| 5a/mnist/rr/eps2 | 96.7 | 96.0 +- 0.4 (3 seeds, 3 runs searched) | 0.7 | within | dated-report/table5_grid"
+        in md
+    )
     assert "| 5a/mnist/dpsgd/eps1 | 92.8 | - | - | not run | - | - | - | the grid's corner (section: somewhere) |" in md
 
     probe.write_text("reproduction_status:\n  sources: ['reports/no-such-report/tables/*.csv']\n")
@@ -62,12 +65,11 @@ def test_the_rule_builds_the_status_from_globbed_tables_without_training(tmp_pat
 
 @pytest.mark.slow
 def test_the_reports_own_tables_are_rebuilt_from_existing_records_only_with_aggregate_existing_only(tmp_path):
-    """A glob over the report's own tables makes them inputs: without aggregate_existing_only their missing runs
-    are trained first (as for the scorecard); with it only the tables are rebuilt, from the records on disk."""
+    """A pattern naming the report's own tables makes them inputs, also before their CSV exists: without
+    aggregate_existing_only their missing runs are trained first (as for the scorecard); with it only the tables
+    are rebuilt, from the records on disk."""
     work = tmp_path / "work"
-    own = work / "reports" / "smoke" / "tables" / "table2.csv"
-    own.parent.mkdir(parents=True)
-    own.write_text(",".join(FIELDS) + "\n")
+    work.mkdir()
     probe = tmp_path / "probe.yaml"
     probe.write_text("reproduction_status:\n  sources: ['reports/smoke/tables/table2.csv']\n")
     trains = _run(work, probe, "-n")
