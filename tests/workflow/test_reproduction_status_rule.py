@@ -65,11 +65,12 @@ def test_the_rule_builds_the_status_from_globbed_tables_without_training(tmp_pat
 
 @pytest.mark.slow
 def test_the_reports_own_tables_are_rebuilt_from_existing_records_only_with_aggregate_existing_only(tmp_path):
-    """A pattern naming the report's own tables makes them inputs, also before their CSV exists: without
-    aggregate_existing_only their missing runs are trained first (as for the scorecard); with it only the tables
-    are rebuilt, from the records on disk."""
+    """A glob over the report's own tables makes them inputs: without aggregate_existing_only their missing runs
+    are trained first (as for the scorecard); with it only the tables are rebuilt, from the records on disk."""
     work = tmp_path / "work"
-    work.mkdir()
+    own = work / "reports" / "smoke" / "tables" / "table2.csv"
+    own.parent.mkdir(parents=True)
+    own.write_text(",".join(FIELDS) + "\n")
     probe = tmp_path / "probe.yaml"
     probe.write_text("reproduction_status:\n  sources: ['reports/smoke/tables/table2.csv']\n")
     trains = _run(work, probe, "-n")

@@ -1,10 +1,10 @@
 # The reproduction status (labeldp/report/reproduction_status.py): every published cell of 000's tables beside the
 # best complete result the committed tables hold for it, across dated reports. Config `reproduction_status`:
 # `sources` (glob patterns of tidy table CSVs, relative to the working directory) and `explanations` (a YAML file:
-# why each cell outside is). This report's own tables that a pattern names are inputs (also before their CSV exists),
-# rebuilt first as the scorecard's are: their missing runs are trained unless `--config aggregate_existing_only=True`
-# (then the tables are rebuilt from the records on disk only; tests/workflow/test_reproduction_status_rule.py).
-import fnmatch as _fnmatch
+# why each cell outside is). The patterns are matched when the workflow is read: a table whose CSV is not written yet
+# is not read (build its target first). This report's own tables among the matches are inputs, rebuilt first as the
+# scorecard's are: their missing runs are trained unless `--config aggregate_existing_only=True` (then the tables are
+# rebuilt from the records on disk only; tests/workflow/test_reproduction_status_rule.py).
 import glob as _glob
 
 _STATUS = config.get("reproduction_status") or {}
@@ -12,13 +12,10 @@ _STATUS_OUTPUTS = {f"{REPORTS}/reproduction_status.csv"}
 
 
 def _status_sources(wildcards):
-    """The CSVs the source patterns match on disk, and this report's own tables that a pattern names (built first,
-    also where their CSV is not written yet); never this rule's own output."""
+    """The CSVs the source patterns match on disk (a table not built yet is not read: build its target first),
+    never this rule's own output."""
     patterns = _STATUS.get("sources") or ()
-    found = {p for pattern in patterns for p in _glob.glob(pattern)}
-    found |= {f"{REPORTS}/tables/{t}.csv" for t in TABLES
-              if any(_fnmatch.fnmatch(f"{REPORTS}/tables/{t}.csv", pattern) for pattern in patterns)}
-    found -= _STATUS_OUTPUTS
+    found = {p for pattern in patterns for p in _glob.glob(pattern)} - _STATUS_OUTPUTS
     if not found:
         raise WorkflowError(
             f"reproduction_status.sources {list(patterns)} match no tidy table CSV under {os.getcwd()}: "
