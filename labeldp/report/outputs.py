@@ -3,6 +3,7 @@ renderer's whole set of outputs (:func:`write_report_files`)."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -15,6 +16,24 @@ __all__ = ["write_atomic_text", "write_csv", "save_figure", "write_report_files"
 def write_atomic_text(path: Path, text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary file and a rename (:mod:`labeldp.atomic_io`)."""
     write_text_atomic(path, text)
+
+
+def csv_float(value: Any) -> float | None:
+    """A tidy CSV cell as a number.
+
+    Args:
+      value: the cell as read back (a string), or a number.
+
+    Returns:
+      The float; None for an empty cell, ``None``, a non-number or NaN (a cell with no value).
+    """
+    if value in (None, "", "None"):
+        return None
+    try:
+        x = float(value)
+    except ValueError:
+        return None
+    return None if math.isnan(x) else x
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from labeldp.report.outputs import write_atomic_text, write_csv
+from labeldp.report.outputs import csv_float, write_atomic_text, write_csv
 from labeldp.report.published_cells import CELL_KEY_FIELDS, PaperCell, cell_key, load_explanations, paper_cells
 from labeldp.report.reference import load_reference
 
@@ -60,22 +60,15 @@ TIDY_FIELDS = ("table", "paper_table", "column", "epsilon", "status", "mean", "n
 REQUIRED_FIELDS = ("paper_method", "paper_variant", "selection", "column_metric", "scored", "validation", "data_source")
 
 
-def _number(v: Any) -> float | None:
-    if v in (None, "", "None"):
-        return None
-    x = float(v)
-    return None if math.isnan(x) else x
-
-
 def _is_true(v: Any) -> bool:
     return str(v).strip().lower() == "true"
 
 
 def _complete(row: Mapping[str, Any], *, min_seeds: int) -> bool:
-    n_runs, planned = _number(row.get("n_runs")), _number(row.get("n_planned_runs"))
+    n_runs, planned = csv_float(row.get("n_runs")), csv_float(row.get("n_planned_runs"))
     if n_runs is not None and planned is not None and n_runs < planned:
         return False  # a partly searched grid
-    return int(_number(row.get("n_missing_seeds")) or 0) == 0 and int(_number(row.get("n_seeds")) or 0) >= min_seeds
+    return int(csv_float(row.get("n_missing_seeds")) or 0) == 0 and int(csv_float(row.get("n_seeds")) or 0) >= min_seeds
 
 
 def _evidence(row: Mapping[str, Any], *, metric: str, min_seeds: int, relation: str) -> bool:
@@ -90,7 +83,7 @@ def _evidence(row: Mapping[str, Any], *, metric: str, min_seeds: int, relation: 
         and not _is_true(row.get("reference_only"))
         and not _is_true(row.get("validation"))
         and row.get("data_source") == "official"
-        and _number(row.get("mean")) is not None
+        and csv_float(row.get("mean")) is not None
         and _complete(row, min_seeds=min_seeds)
     )
 
@@ -244,10 +237,10 @@ def _evidence_fields(prefix: str, best: Mapping[str, Any] | None, paper: float) 
     mean = float(best["mean"])
     return {
         prefix + "best": mean,
-        prefix + "std": _number(best.get("std")),
+        prefix + "std": csv_float(best.get("std")),
         prefix + "n_seeds": int(float(best["n_seeds"])),
         # the runs the cell's search planned (a quick point: one configuration x its seeds; 000 Table 8's grid: 108)
-        prefix + "n_search_runs": int(_number(best.get("n_planned_runs")) or _number(best.get("n_runs")) or 0),
+        prefix + "n_search_runs": int(csv_float(best.get("n_planned_runs")) or csv_float(best.get("n_runs")) or 0),
         prefix + "abs_diff": abs(mean - paper),
         prefix + "source": best["source"],
         prefix + "column": best["column"],

@@ -40,21 +40,12 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from labeldp.plan import SOURCE_RENDERERS
+from labeldp.report.outputs import csv_float
 from labeldp.report.tables import LOWER_IS_BETTER, write_atomic_text, write_csv
 
 #: ``accuracy_std_multiplier``: k in ``max(accuracy_points, k std)``; 0 is the strict rule (the std is
 #: shown, never used to pass a cell).
 DEFAULT_TOLERANCE = {"accuracy_points": 2.0, "accuracy_std_multiplier": 2.0, "auc": 0.01, "mse_relative": 0.10}
-
-
-def _f(v: Any) -> float | None:
-    if v in (None, "", "None"):
-        return None
-    try:
-        x = float(v)
-    except ValueError:
-        return None
-    return None if math.isnan(x) else x
 
 
 def tolerance_for(metric: str, *, paper: float, std: float | None, tol: Mapping[str, float]) -> float:
@@ -92,7 +83,7 @@ def score_cells(rows: Sequence[Mapping[str, Any]], tol: Mapping[str, float]) -> 
     for r in rows:
         if r["column"] == "nonprivate":
             continue
-        mean, std, paper = _f(r.get("mean")), _f(r.get("std")), _f(r.get("paper"))
+        mean, std, paper = csv_float(r.get("mean")), csv_float(r.get("std")), csv_float(r.get("paper"))
         row = {
             "table": r["table"],
             "paper_table": r["paper_table"],
@@ -112,7 +103,7 @@ def score_cells(rows: Sequence[Mapping[str, Any]], tol: Mapping[str, float]) -> 
             # "paper" or "held-out"; a CSV built before the field says "unknown" (rebuild it to count the cell)
             "selection": r.get("selection") or "unknown",
         }
-        n_runs, planned = _f(r.get("n_runs")), _f(r.get("n_planned_runs"))
+        n_runs, planned = csv_float(r.get("n_runs")), csv_float(r.get("n_planned_runs"))
         partial = r["status"] == "ok" and n_runs is not None and planned is not None and n_runs < planned
         row["search"] = f"partial: {int(n_runs)} of {int(planned)} runs" if partial else ""
         if partial and paper is not None:
@@ -156,7 +147,7 @@ def _evaluate_agreement(table: str, claim: Mapping[str, Any], cells, scope) -> C
             missing += absent
             continue
         ma, mb = float(ca["mean"]), float(cb["mean"])
-        sa, sb = (_f(c.get("std")) or 0.0 for c in (ca, cb))
+        sa, sb = (csv_float(c.get("std")) or 0.0 for c in (ca, cb))
         na, nb = (int(float(c.get("n_seeds") or 0)) for c in (ca, cb))
         if min(na, nb) < 2:  # one seed has no spread: the noise cannot be estimated
             missing.append(f"{a if na < 2 else b}@{e:g} (fewer than 2 seeds)")
