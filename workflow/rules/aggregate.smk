@@ -6,6 +6,7 @@ import os
 
 from labeldp import halving as _halving
 from labeldp.report import scorecard as _scorecard
+from labeldp.report import table_scope as _table_scope
 
 report: "../report/workflow.rst"
 
@@ -151,10 +152,7 @@ rule figure:
 def _scored(names):
     """The tables / figures the scorecard reads: config ``scorecard_tables`` (a dated report's own
     tables), default all of them, and ``claim_tables`` (their claims only: labeldp.report.scorecard.claims_only)."""
-    chosen = config.get("scorecard_tables")
-    if chosen is None:
-        return names
-    return [t for t in names if t in chosen or t in _scorecard.claims_only(config)]
+    return [t for t in names if _table_scope.scored_table(config, t) or t in _scorecard.claims_only(config)]
 
 
 rule scorecard:
