@@ -1,47 +1,20 @@
-"""Every published cell of 000's tables beside the best complete result the committed tables hold for it.
+"""The reproduction status's data: one row per published cell with its best complete evidence, and the counts.
 
-A dated report's scorecard scores its own tables. A user asking "does the suite reproduce 000 Table 5a's RR at
-eps 2?" needs the answer across reports: the cell may have been searched on a GPU in one report and probed with
-another optimiser in a second. This module builds that view (issue 29's measure of progress) from the tidy table
-CSVs only (each built only from result records and the published values):
-
-- The cells: every published cell of the chosen tables (default 000's Tables 2, 3, 5a and 14) whose value is above
-  ``chance_pct`` (an accuracy at chance says nothing of a method); a variant ending in ``reference_only`` (000 Table
-  3's "w/ AMP" columns, whose accounting the suite cannot give) is listed apart, never scored
-  (:mod:`labeldp.report.published_cells`).
-- The evidence of a cell: the rows of any source CSV with the same paper table, dataset, published method and
-  variant (tidy ``paper_method`` / ``paper_variant``) and eps, under the paper's selection (tidy ``selection``:
-  the configuration with the best test mean, 000 D.2), run in full (every planned run and seed, at least
-  ``min_seeds`` seeds), valid accounting, not reference-only, not a validation column, official data in full, on
-  the paper's metric, and (for the DP-SGD family) noise calibrated under the paper's neighbouring relation
-  (``calibration_relation``, default add-or-remove; a label-DP-exact table calibrated under label substitution is
-  another cell).
-- The cell's value: the best mean among the rows of tables their report scores (tidy ``scored``: the report's
-  protocol, e.g. Table 8's grid searched); the best row of the other tables (experiments: another optimiser, a
-  setting chosen on one seed) is shown beside it, never counted. Source table and configuration are printed.
-- Within tolerance: ``|best - paper| <= tolerance_points`` (strict: the std is shown, never used to pass).
-- Why a cell is outside: ``explanations`` maps a cell key (``eps*`` for every eps of the method) to a sentence and
-  the report section with the experiment; a cell outside without one says so.
-
-Usage: ``python -m labeldp.report.reproduction_status --config-json '<json>' --reference-dir D --out-dir R <csv...>``
+See :mod:`labeldp.report.reproduction_status` for what a cell, its evidence and its status are.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
-import json
 import math
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from labeldp.report.outputs import csv_float, write_atomic_text, write_csv
-from labeldp.report.published_cells import CELL_KEY_FIELDS, PaperCell, cell_key, load_explanations, paper_cells
-from labeldp.report.reference import load_reference
+from labeldp.report.outputs import csv_float
+from labeldp.report.published_cells import CELL_KEY_FIELDS, PaperCell, cell_key, paper_cells
 
-__all__ = ["DEFAULTS", "REQUIRED_FIELDS", "Status", "build_status", "render_markdown", "summarise"]
+__all__ = ["DEFAULTS", "REQUIRED_FIELDS", "Status", "build_status", "summarise"]
 
 #: The config block ``reproduction_status``'s defaults.
 DEFAULTS = {
@@ -138,7 +111,7 @@ def build_status(
       csv_paths: tidy table CSVs (any report's).
       ref: the published values (:func:`labeldp.report.reference.load_reference`).
       settings: the config block ``reproduction_status`` (:data:`DEFAULTS` fill what it omits).
-      explanations: :func:`load_explanations`'s mapping.
+      explanations: :func:`labeldp.report.published_cells.load_explanations`'s mapping.
 
     Returns:
       The :class:`Status`; a CSV of other paper tables is skipped.
@@ -207,11 +180,18 @@ def build_status(
             **_evidence_fields("", best, c.value),
             **_evidence_fields("experiment_", experiment, c.value),
             "experiment_within": "",
+            "experiment_below_scored": "",
             "why": "",
             "section": "",
         }
         if experiment is not None:
-            row["experiment_within"] = row["experiment_abs_diff"] <= tol
+            # a best-mean selection over the scored rows and the experiment's picks the experiment only where its
+            # mean is above the scored best: an experiment within the tolerance below it (the paper's value between
+            # a worse and a better configuration, or both above it) is listed apart, never counted as reaching it
+            within = row["experiment_abs_diff"] <= tol
+            below = within and best is not None and float(experiment["mean"]) <= float(best["mean"])
+            row["experiment_within"] = within and not below
+            row["experiment_below_scored"] = below
         if c.reference_only:
             row["status"] = "reference only"
         elif c.value <= float(s["chance_pct"]):
@@ -257,8 +237,11 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
     Returns:
       One row per paper table and one ``all``: the scored cells (above chance, computable), those with results,
-      within tolerance, outside, not run, outside or not run with an experiment table within tolerance, and those
-      outside or not run that no explanation covers; the cells at chance and the reference-only ones.
+      within tolerance, outside, not run, outside or not run with an experiment table within tolerance whose mean
+      is above the scored best (a best-mean selection including it would pick it), outside with an experiment
+      within tolerance only below the scored best (listed apart: no selection by best mean reaches the paper
+      through it), and those outside or not run that no explanation covers; the cells at chance and the
+      reference-only ones.
     """
     out = []
     tables = list(dict.fromkeys(r["paper_table"] for r in rows))
@@ -275,124 +258,10 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "outside": sum(r["status"] == "outside" for r in scored),
                 "not_run": sum(r["status"] == "not run" for r in scored),
                 "experiment_within": sum(r["experiment_within"] is True for r in missed),
+                "experiment_below_scored": sum(r["experiment_below_scored"] is True for r in missed),
                 "unexplained": sum(not r["why"] for r in missed),
                 "at_chance": sum(r["status"] == "at chance" for r in rs),
                 "reference_only": sum(r["status"] == "reference only" for r in rs),
             }
         )
     return out
-
-
-def _fmt(x: Any, spec: str = ".1f") -> str:
-    return "-" if x is None else format(x, spec)
-
-
-def _evidence_text(row: Mapping[str, Any], prefix: str) -> tuple[str, str]:
-    if row[prefix + "best"] is None:
-        return "-", "-"
-    value = (
-        f"{row[prefix + 'best']:.1f} +- {_fmt(row[prefix + 'std'])} ({row[prefix + 'n_seeds']} seeds, "
-        f"{row[prefix + 'n_search_runs']} runs searched)"
-    )
-    source = ", ".join(row[prefix + k] for k in ("source", "column", "variant", "best_hparams") if row[prefix + k])
-    return value, source.replace("|", "/")
-
-
-def render_markdown(*, status: Status, settings: Mapping[str, Any] | None = None) -> str:
-    """The status as Markdown: the definition, the per-table counts, the sources not read, then every cell.
-
-    Args:
-      status: :func:`build_status`'s result.
-      settings: the config block ``reproduction_status`` (:data:`DEFAULTS` fill what it omits).
-
-    Returns:
-      The Markdown text.
-    """
-    s = {**DEFAULTS, **dict(settings or {})}
-    lines = [
-        "# Reproduction status: every published cell against the best complete result of the committed tables",
-        "",
-        f"- cells: the published cells of 000 Tables {', '.join(map(str, s['tables']))} ({s['metric']}) above "
-        f"{s['chance_pct']:g}% (chance); 'w/ AMP' reference-only columns listed, never scored",
-        "- scored on: the tables each report scores (its `scorecard_tables`: the report's protocol, e.g. 000 Table "
-        "8's grid searched in full or by successive halving, or the report's one configuration), under the paper's "
-        "selection (best test mean over the table's search, 000 D.2), every planned run recorded, at least "
-        f"{s['min_seeds']} seeds, valid accounting, official data in full, noise calibrated under "
-        f"{s['calibration_relation']} (000's relation), validation columns left out; a cell "
-        "takes the best of these rows; held-out selections are counted in each report's scorecard, not here. A "
-        "report without `scorecard_tables` scores all its tables, so its quick-point tables (one configuration) "
-        "count: 'runs searched' says how large each cell's search was. The best over several reports' runs is "
-        "optimistic, as 000 D.2's best mean over a grid is",
-        "- experiment: the best row of the other tables (settings off the paper's grid, e.g. another optimiser, or "
-        "chosen on one seed), under the same rules: shown beside the cell, never counted",
-        f"- within: |best - paper| <= {s['tolerance_points']:g} points (strict; the std is shown, never used to pass)",
-        "- why: the experiment that explains a cell outside or not run (the report section named); 'no explanation "
-        "yet' where none is written up",
-        "- built only from the tables' tidy CSVs (themselves built only from result records and the published values)",
-        "",
-        "| paper table | cells | with results | within | outside | not run | outside or not run, an experiment "
-        "within | outside or not run, unexplained | at chance (not scored) | reference only |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in summarise(status.rows):
-        lines.append(
-            f"| {r['paper_table']} | {r['cells']} | {r['with_results']} | {r['within']} | {r['outside']} | "
-            f"{r['not_run']} | {r['experiment_within']} | {r['unexplained']} | {r['at_chance']} | "
-            f"{r['reference_only']} |"
-        )
-    if status.stale:
-        lines += ["", "Not read (built before the fields this view needs; rebuild them with their report's command):"]
-        lines += [f"- `{p}`" for p in status.stale]
-    if status.explained_within:
-        lines += ["", "Explanations of cells now within the tolerance or at chance (out of date: remove them):"]
-        lines += [f"- {k}" for k in status.explained_within]
-    if status.unmatched:
-        lines += ["", "Rows matching no published cell (a column's `ref_method` / `ref_variant`, or a cell 000 does "
-                  "not print):"]  # fmt: skip
-        lines += [f"- {u}" for u in status.unmatched]
-    lines += [
-        "",
-        "| cell | paper | best (mean +- std) | diff | status | source (table, column, variant, configuration) "
-        "| experiment (not counted) | experiment's source | why |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in status.rows:
-        best, src = _evidence_text(r, "")
-        exp, exp_src = _evidence_text(r, "experiment_")
-        if r["experiment_best"] is not None:
-            exp += f", diff {r['experiment_abs_diff']:.1f}"
-        why = r["why"] + (f" (section: {r['section']})" if r["section"] else "") if r["why"] else ""
-        if r["status"] in ("outside", "not run") and not why:
-            why = "no explanation yet"
-        lines.append(
-            f"| {r['key']} | {r['paper']:g} | {best} | {_fmt(r['abs_diff'])} | {r['status']} | {src} | {exp} | "
-            f"{exp_src} | {why.replace('|', '/')} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m labeldp.report.reproduction_status``: writes ``reproduction_status.{md,csv}`` to ``--out-dir``."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config-json", required=True, help="the workflow config (its block reproduction_status)")
-    p.add_argument("--reference-dir", required=True)
-    p.add_argument("--out-dir", required=True)
-    p.add_argument("csvs", nargs="+", help="tidy table CSVs of any report")
-    a = p.parse_args(argv)
-    settings = json.loads(a.config_json).get("reproduction_status") or {}
-    status = build_status(
-        csv_paths=[Path(c) for c in a.csvs],
-        ref=load_reference(a.reference_dir),
-        settings=settings,
-        explanations=load_explanations(settings.get("explanations")),
-    )
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_csv(out / "reproduction_status.csv", status.rows)
-    write_atomic_text(out / "reproduction_status.md", render_markdown(status=status, settings=settings))
-    print(f"wrote {out / 'reproduction_status.md'}")
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
