@@ -3,6 +3,8 @@ renderer's whole set of outputs (:func:`write_report_files`)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import os
 from pathlib import Path
@@ -37,9 +39,7 @@ def csv_float(value: Any) -> float | None:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    import csv
-    import io
-
+    """Writes ``rows`` (their first row's keys as the header) as CSV to a temporary name, then renames it."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0].keys()) if rows else ["table"])
     w.writeheader()
