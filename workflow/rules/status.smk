@@ -1,4 +1,4 @@
-# The reproduction status (labeldp/report/reproduction_status.py): every published cell of 000's tables beside the
+# The reproduction status (labeldp/report/reproduction_status/): every published cell of 000's tables beside the
 # best complete result the committed tables hold for it, across dated reports. Config `reproduction_status`:
 # `sources` (glob patterns of tidy table CSVs, relative to the working directory) and `explanations` (a YAML file:
 # why each cell outside is). The patterns are matched when the workflow is read: a table whose CSV is not written yet

@@ -23,7 +23,11 @@ __all__ = ["main"]
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m labeldp.report.reproduction_status``: writes ``reproduction_status.{md,csv}`` to ``--out-dir``."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m labeldp.report.reproduction_status",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--config-json", required=True, help="the workflow config (its block reproduction_status)")
     p.add_argument("--reference-dir", required=True)
     p.add_argument("--out-dir", required=True)
