@@ -186,6 +186,8 @@ def test_an_experiment_within_only_below_the_scored_best_is_counted_apart(tmp_pa
         [
             _row("rr", 73.0, eps=1.0, paper_table="14", dataset="fashion_mnist"),
             _row("dpsgd", 89.0, eps=1.0, method="dpsgd"),
+            _row("rr", 99.9),  # 5a RR eps 2: 3.2 above the paper's 96.7
+            _row("lp_2st", 90.5, eps=1.0, method="lp_2st"),  # within
         ],
     )
     probe = _csv(
@@ -193,18 +195,34 @@ def test_an_experiment_within_only_below_the_scored_best_is_counted_apart(tmp_pa
         [
             _row("rr_lr02", 69.0, eps=1.0, paper_table="14", dataset="fashion_mnist", scored="False"),
             _row("dpsgd_momentum", 91.0, eps=1.0, method="dpsgd", scored="False"),
+            _row("rr_lr001", 94.0, scored="False"),  # below the scored best and 2.7 below the paper: outside too
+            _row("lp_2st_lr001", 89.0, eps=1.0, method="lp_2st", scored="False"),  # the cell is within: no flag
+            # a cell with no scored row: an experiment within is a selection's pick
+            _row(
+                "selfspan",
+                65.0,
+                eps=0.1,
+                paper_table="3",
+                method="labeldp_pro_selfspan",
+                variant="no_amp",
+                scored="False",
+            ),  # fmt: skip
         ],
     )
     status = build_status(csv_paths=[scored, probe], ref=REF)
     by_key = {r["key"]: r for r in status.rows}
-    rr, dpsgd = by_key["14/fashion_mnist/rr/eps1"], by_key["5a/mnist/dpsgd/eps1"]
-    assert (rr["status"], rr["experiment_best"], rr["experiment_within"], rr["experiment_below_scored"]) == (
-        "outside", 69.0, False, True,
-    )  # fmt: skip
-    assert (dpsgd["status"], dpsgd["experiment_within"], dpsgd["experiment_below_scored"]) == ("outside", True, False)
+    flags = {k: (r["status"], r["experiment_within"], r["experiment_below_scored"]) for k, r in by_key.items()}
+    assert flags["14/fashion_mnist/rr/eps1"] == ("outside", False, True)
+    assert by_key["14/fashion_mnist/rr/eps1"]["experiment_best"] == 69.0
+    assert flags["5a/mnist/dpsgd/eps1"] == ("outside", True, False)
+    assert flags["5a/mnist/rr/eps2"] == ("outside", False, False)
+    assert flags["5a/mnist/lp_2st/eps1"] == ("within", True, False)
+    assert flags["3/mnist/labeldp_pro_selfspan:no_amp/eps0.1"] == ("not run", True, False)
     (total,) = [s for s in summarise(status.rows) if s["paper_table"] == "all"]
-    assert (total["experiment_within"], total["experiment_below_scored"]) == (1, 1)
+    assert (total["experiment_within"], total["experiment_below_scored"]) == (2, 1)
     md = render_markdown(status=status)
+    assert "| all | 5 | 4 | 1 | 3 | 1 | 2 | 1 | 4 | 1 | 1 |" in md
+    assert md.count("at or below the scored best: a best-mean") == 1
     assert "69.0 +- 0.5 (3 seeds, 3 runs searched), diff 1.0 (at or below the scored best" in md
 
 

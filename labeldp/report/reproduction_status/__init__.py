@@ -2,7 +2,7 @@
 
 A dated report's scorecard scores its own tables. A user asking "does the suite reproduce 000 Table 5a's RR at
 eps 2?" needs the answer across reports: the cell may have been searched on a GPU in one report and probed with
-another optimiser in a second. This module builds that view (issue 29's measure of progress) from the tidy table
+another optimiser in a second. This package builds that view (issue 29's measure of progress) from the tidy table
 CSVs only (each built only from result records and the published values):
 
 - The cells: every published cell of the chosen tables (default 000's Tables 2, 3, 5a and 14) whose value is above
@@ -20,6 +20,9 @@ CSVs only (each built only from result records and the published values):
   protocol, e.g. Table 8's grid searched); the best row of the other tables (experiments: another optimiser, a
   setting chosen on one seed) is shown beside it, never counted. Source table and configuration are printed.
 - Within tolerance: ``|best - paper| <= tolerance_points`` (strict: the std is shown, never used to pass).
+- A cell outside with an experiment within tolerance: counted as reached by an experiment only where the experiment's
+  mean is above the scored best (a best-mean selection over both would pick it); at or below it (the paper's value
+  between a worse and a better configuration) it is counted apart (``experiment_below_scored``).
 - Why a cell is outside: ``explanations`` maps a cell key (``eps*`` for every eps of the method) to a sentence and
   the report section with the experiment; a cell outside without one says so.
 

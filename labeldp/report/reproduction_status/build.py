@@ -184,14 +184,6 @@ def build_status(
             "why": "",
             "section": "",
         }
-        if experiment is not None:
-            # a best-mean selection over the scored rows and the experiment's picks the experiment only where its
-            # mean is above the scored best: an experiment within the tolerance below it (the paper's value between
-            # a worse and a better configuration, or both above it) is listed apart, never counted as reaching it
-            within = row["experiment_abs_diff"] <= tol
-            below = within and best is not None and float(experiment["mean"]) <= float(best["mean"])
-            row["experiment_within"] = within and not below
-            row["experiment_below_scored"] = below
         if c.reference_only:
             row["status"] = "reference only"
         elif c.value <= float(s["chance_pct"]):
@@ -200,6 +192,14 @@ def build_status(
             row["status"] = "not run"
         else:
             row["status"] = "within" if row["abs_diff"] <= tol else "outside"
+        if experiment is not None:
+            # for a cell outside, a best-mean selection over the scored rows and the experiment's picks the experiment
+            # only where its mean is above the scored best: an experiment within the tolerance at or below it (the
+            # paper's value between a worse and a better configuration) is listed apart, never counted as reaching it
+            within = row["experiment_abs_diff"] <= tol
+            below = within and row["status"] == "outside" and row["experiment_best"] <= row["best"]
+            row["experiment_within"] = within and not below
+            row["experiment_below_scored"] = below
         e = _explanation(explanations, c)
         if row["status"] in ("outside", "not run"):
             row["why"], row["section"] = (e["why"], e.get("section") or "") if e else ("", "")
@@ -238,10 +238,10 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     Returns:
       One row per paper table and one ``all``: the scored cells (above chance, computable), those with results,
       within tolerance, outside, not run, outside or not run with an experiment table within tolerance whose mean
-      is above the scored best (a best-mean selection including it would pick it), outside with an experiment
-      within tolerance only below the scored best (listed apart: no selection by best mean reaches the paper
-      through it), and those outside or not run that no explanation covers; the cells at chance and the
-      reference-only ones.
+      is above the scored best or that has no scored row (a best-mean selection including it would pick it),
+      outside with an experiment within tolerance only at or below the scored best (listed apart: no selection by
+      best mean reaches the paper through it), and those outside or not run that no explanation covers; the cells
+      at chance and the reference-only ones.
     """
     out = []
     tables = list(dict.fromkeys(r["paper_table"] for r in rows))

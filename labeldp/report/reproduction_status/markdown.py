@@ -51,8 +51,9 @@ def render_markdown(*, status: Status, settings: Mapping[str, Any] | None = None
         "optimistic, as 000 D.2's best mean over a grid is",
         "- experiment: the best row of the other tables (settings off the paper's grid, e.g. another optimiser, or "
         "chosen on one seed), under the same rules: shown beside the cell, never counted. 'An experiment within' "
-        "counts a cell outside (or not run) whose experiment is within the tolerance and above the scored best (a "
-        "best-mean selection over both would pick it); one within the tolerance but at or below the scored best is "
+        "counts a cell outside (or not run) whose experiment is within the tolerance and above the scored best, or has "
+        "no scored row (a best-mean selection over both would pick it); one within the tolerance but at or below the "
+        "scored best is "
         "counted apart ('only below the scored best'): no selection by best mean reaches the paper through it",
         f"- within: |best - paper| <= {s['tolerance_points']:g} points (strict; the std is shown, never used to pass)",
         "- why: the experiment that explains a cell outside or not run (the report section named); 'no explanation "
@@ -68,8 +69,7 @@ def render_markdown(*, status: Status, settings: Mapping[str, Any] | None = None
         lines.append(
             f"| {r['paper_table']} | {r['cells']} | {r['with_results']} | {r['within']} | {r['outside']} | "
             f"{r['not_run']} | {r['experiment_within']} | {r['experiment_below_scored']} | {r['unexplained']} | "
-            f"{r['at_chance']} | "
-            f"{r['reference_only']} |"
+            f"{r['at_chance']} | {r['reference_only']} |"
         )
     if status.stale:
         lines += ["", "Not read (built before the fields this view needs; rebuild them with their report's command):"]
