@@ -77,6 +77,10 @@ DATASET_KINDS = ("image", "features")
 #: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
 #: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
 HELDOUT_SELECTION_BY_RUNNER = True
+#: the released labels are drawn once from default_rng([seed, stream]) and nothing else (no hyper-parameter,
+#: no model): runs of one seed and eps share one release, which a searched cell spends once
+#: (labeldp.report.search_cost; tests/baselines/test_label_baselines.py checks it by the release's digest)
+LABEL_RELEASE_FIXED_BY_SEED = True
 
 MECHANISM = "alibi_laplace (Laplace(2/eps) on one-hot labels; pure eps-label-DP, each label noised once)"
 PRIOR_MODES = ("step", "epoch", "uniform")
@@ -278,6 +282,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "epoch_prior_refreshes": int(state["refreshes"]),
         "num_train": int(len(y)),
         "label_rng": [int(spec.seed), common.STREAM_ALIBI],
+        "label_release_sha256": common.release_digest(z),
     }
     if "model" in spec.options:
         details["model"] = model.name

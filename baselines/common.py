@@ -26,6 +26,7 @@ __all__ = [
     "STREAM_RR_WITH_PRIOR",
     "STREAM_LP_2ST",
     "label_rng",
+    "release_digest",
     "require_private",
     "check_options",
     "pure_label_dp",
@@ -46,6 +47,24 @@ def label_rng(seed: int, stream: int):
     import numpy as np
 
     return np.random.default_rng([int(seed), int(stream)])
+
+
+def release_digest(released) -> str:
+    """SHA-256 of a label release (its dtype, shape and bytes), stored as ``details.label_release_sha256``.
+
+    Provenance, and the check of a module's ``LABEL_RELEASE_FIXED_BY_SEED``: runs of one seed must
+    release the same labels whatever their hyper-parameters (``tests/baselines/test_label_baselines.py``).
+    Equal digests do not make two independent draws one release; the search spend
+    (:mod:`labeldp.report.search_cost`) counts a release by its seed entropy, not its digest.
+    """
+    import hashlib
+
+    import numpy as np
+
+    a = np.ascontiguousarray(released)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()
 
 
 def training_seed(seed: int, stream: int, part: int) -> int:

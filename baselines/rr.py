@@ -28,6 +28,10 @@ DATASET_KINDS = ("image", "tabular", "features")  # tabular: binary ads data (la
 #: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
 #: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
 HELDOUT_SELECTION_BY_RUNNER = True
+#: the released labels are drawn once from default_rng([seed, stream]) and nothing else (no hyper-parameter,
+#: no model): runs of one seed and eps share one release, which a searched cell spends once
+#: (labeldp.report.search_cost; tests/baselines/test_label_baselines.py checks it by the release's digest)
+LABEL_RELEASE_FIXED_BY_SEED = True
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 
@@ -96,6 +100,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "per_label_epsilon": per_label,
         "num_train": int(len(noisy)),
         "label_rng": list(task.label_entropy(stream)),
+        "label_release_sha256": common.release_digest(noisy),
     }
     return trained.result(
         common.label_dp_outcome(epsilon=eps, mechanism=mechanism, privacy_unit=units.privacy_unit, event=event),

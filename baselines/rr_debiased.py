@@ -29,6 +29,10 @@ DATASET_KINDS = ("image", "features")
 #: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
 #: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
 HELDOUT_SELECTION_BY_RUNNER = True
+#: the released labels are drawn once from default_rng([seed, stream]) and nothing else (no hyper-parameter,
+#: no model): runs of one seed and eps share one release, which a searched cell spends once
+#: (labeldp.report.search_cost; tests/baselines/test_label_baselines.py checks it by the release's digest)
+LABEL_RELEASE_FIXED_BY_SEED = True
 
 MECHANISM = "randomized_response (pure eps-label-DP, each label queried once)"
 
@@ -83,6 +87,7 @@ def run(data, spec: RunSpec) -> MethodResult:
         "weight_off_noisy_label": -(p / k) / (1.0 - p),
         "num_train": int(len(noisy)),
         "label_rng": [int(spec.seed), common.STREAM_RANDOMIZED_RESPONSE],
+        "label_release_sha256": common.release_digest(noisy),
     }
     return MethodResult(
         metrics=metrics,

@@ -35,6 +35,14 @@ A method is ONE module, in ``labeldp/methods/`` (methods of the main paper) or `
     scores it on the RR-released held-out labels (:mod:`labeldp.selection`). The DP-SGD family takes
     those options itself.
 
+``LABEL_RELEASE_FIXED_BY_SEED: bool`` (optional, default False)
+    True for a label randomizer whose released labels depend only on the training labels, eps and the
+    seed's label-noise stream (recorded as ``details.label_rng``), not on the hyper-parameters or a
+    model (RR, RR-Debiased, ALIBI; not LP-2ST, whose stage 2 uses the stage-1 model): the runs of one
+    seed in a searched cell then share one release, which :mod:`labeldp.report.search_cost` composes
+    once. Such a module also records the release's digest (``details.label_release_sha256``), by
+    which the tests check the claim.
+
 ``USES_PRIVATE_PRIOR: bool`` (optional, default False)
     True for 003's randomizers that spend part of eps (eps1, ``labeldp.regression.pipeline``) on a
     private label prior; config validation then refuses a table eps that does not exceed eps1.

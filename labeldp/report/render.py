@@ -247,6 +247,9 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "epsilon_add_or_remove": (cell.epsilon_by_relation or {}).get("add_or_remove"),
                 "epsilon_label_substitution": (cell.epsilon_by_relation or {}).get("label_substitution"),
                 "search_epsilon": cell.search_epsilon,
+                "search_relation": cell.search_relation or "",
+                "search_delta": cell.search_delta,
+                "search_label_releases": cell.search_label_releases,
                 "is_best": cell.column in res.best.get(cell.epsilon, set()),
             }
         )

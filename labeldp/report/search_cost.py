@@ -10,70 +10,157 @@ paper's deterministic grid search. Papernot and Steinke (ICLR 2022) show a rando
 random number of trials, ``dp_accounting.RepeatAndSelectDpEvent``) can cost much less; that
 protocol needs its own runs and is not what the paper ran.
 
-Formal statement: if the cell's runs are mechanisms M_1..M_m on the same training set with
-recorded events E_1..E_m, releasing (M_1(D), ..., M_m(D)) and anything computed from them and
-public data is (eps, delta)-DP under the table's neighbouring relation with
-eps = accountant(ComposedDpEvent([E_1..E_m]), delta). A record without an event (the label
-randomizers state a pure eps in text) gives no search cost: ``None``. Runs selected on held-out
-labels released once by randomized response (:mod:`labeldp.selection`) add that release in
-parallel: ``max(composed eps, release eps)``.
+Formal statement. A cell's runs are mechanisms on the same training set. Their parts:
+
+* DP-SGD's (``privacy.accounting.event``): every run is its own release; composed by the
+  accountant under the table's relation at the cell's delta: eps_G.
+* Label releases (a label randomizer's ``privacy.event``, pure eps-label-DP under label
+  substitution, :mod:`labeldp.accounting.label_events`; Hybrid's first phase, binary RR at
+  ``accounting.phase1_epsilon``): runs of a method that declares ``LABEL_RELEASE_FIXED_BY_SEED``
+  (:mod:`labeldp.methods.base`) with the same dataset, variant, event and seed entropy
+  (``details.label_rng``) release the same labels, one release (the same random draw, so the later
+  runs are post-processing of it); every other run is a release of its own. The distinct releases
+  are composed by the PLD accountant at delta 0: eps_L (exact for randomized response).
+
+Releasing every run is then (eps_G + eps_L, delta)-DP (basic composition of the two parts); a cell
+of label releases alone is (eps_L, 0)-label-DP under label substitution, the relation label
+randomizers are stated under in every table. Runs selected on held-out labels released once by
+randomized response (:mod:`labeldp.selection`) add that release in parallel (other examples):
+``max(spend, release eps)``. A record without a recorded event gives no search cost (``None``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from typing import Any, Mapping, Sequence
 
+from labeldp.methods import registry
 from labeldp.plan import format_eps
+from labeldp.report.table_header import RELATION_SHORT
 
-__all__ = ["search_epsilon", "search_cost_lines", "SEARCH_ACCOUNTANT"]
+__all__ = ["SearchSpend", "search_spend", "search_epsilon", "search_cost_lines", "SEARCH_ACCOUNTANT"]
 
 #: The accountant per relation: RDP under add-or-remove (a valid upper bound, about 6x faster than
 #: PLD on a 108-run cell here: 3.9 s against 22.7 s, 1.39 against 1.34), PLD under label
 #: substitution (dp_accounting's RDP accountant handles add-or-remove only).
 SEARCH_ACCOUNTANT = {"add_or_remove": "rdp", "label_substitution": "pld"}
+LABEL_RELATION = "label_substitution"
 
 
-def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relation: str) -> float | None:
-    """Epsilon at ``delta`` of releasing every run in ``records``, under ``relation``.
+@dataclasses.dataclass(frozen=True)
+class SearchSpend:
+    """The privacy of releasing every run of a cell.
+
+    Attributes:
+      epsilon: the composed epsilon.
+      delta: its delta (0 for label releases alone).
+      relation: the neighbouring relation it is stated under.
+      runs: the runs composed.
+      label_releases: the distinct label releases among them (0: none).
+    """
+
+    epsilon: float
+    delta: float
+    relation: str
+    runs: int
+    label_releases: int
+
+
+def _privacy(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    return record.get("privacy") or {}
+
+
+def _accounting(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _privacy(record).get("accounting") or {}
+
+
+def _release_fixed_by_seed(method: Any) -> bool:
+    try:
+        return bool(method) and bool(registry.declared(str(method), "LABEL_RELEASE_FIXED_BY_SEED", False))
+    except KeyError:  # a method no module implements now: count each of its runs as its own release
+        return False
+
+
+def _release_key(record: Mapping[str, Any], index: int) -> tuple:
+    """Runs with the same key share one label release; the default is the run's own."""
+    rng = (record.get("details") or {}).get("label_rng")
+    if rng is not None and _release_fixed_by_seed(record.get("method")):
+        event = json.dumps(_privacy(record).get("event"), sort_keys=True)
+        return ("seed", record.get("method"), record.get("dataset"), record.get("variant"), event, tuple(rng))
+    return ("run", index)
+
+
+def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation: str) -> SearchSpend | None:
+    """The privacy of releasing every run in ``records`` (the module docstring's statement).
 
     Args:
-      records: the cell's run records (each with ``privacy.accounting.event``).
-      delta: the cell's delta.
-      relation: ``"add_or_remove"`` or ``"label_substitution"``.
+      records: the cell's run records.
+      delta: the cell's delta (used where a DP-SGD part is composed).
+      relation: the table's relation, ``"add_or_remove"`` or ``"label_substitution"`` (label
+        releases alone are stated under label substitution).
 
     Returns:
-      The composed epsilon, or None when some record has no recorded DpEvent (or there is none).
+      The spend, or None when some record has no recorded event (or there is none).
     """
-    if len(records) == 1:  # one run: its own recorded eps under the relation
-        return ((records[0].get("privacy") or {}).get("epsilon_by_relation") or {}).get(relation)
+    if not records:
+        return None
+    if len(records) == 1:  # one run: its own recorded eps (a label randomizer's under label substitution)
+        priv = _privacy(records[0])
+        rel = relation if _accounting(records[0]).get("event") or not priv.get("event") else LABEL_RELATION
+        eps = (priv.get("epsilon_by_relation") or {}).get(rel)
+        return None if eps is None else SearchSpend(float(eps), float(priv.get("delta") or 0.0), rel, 1, 0)
     # Imported here, where runs are composed: dp_accounting (with scipy.signal and scipy.stats) takes
     # 0.7 s of a table job, and a table whose cells hold one run each (every smoke table) never composes.
     import dp_accounting
 
-    from labeldp.accounting import event_epsilon, event_from_description
+    from labeldp.accounting import event_epsilon, event_from_description, label_events
 
-    events = []
-    for r in records:
-        desc = ((r.get("privacy") or {}).get("accounting") or {}).get("event")
-        if not desc:
+    gaussian, releases, scale = [], {}, 0.0
+    for i, r in enumerate(records):
+        desc = _accounting(r).get("event")
+        if desc:
+            gaussian.append(event_from_description(desc))
+            phase1 = float(_accounting(r).get("phase1_epsilon") or 0.0)  # Hybrid's RR phase: its own release
+            if phase1 > 0:
+                releases[("run", i)] = label_events.pure_epsilon_event(epsilon=phase1)
+                scale += phase1
+            continue
+        event = label_events.label_event_from_record(_privacy(r))
+        if event is None:
             return None
-        events.append(event_from_description(desc))
-    if not events:
-        return None
-    event = events[0] if len(events) == 1 else dp_accounting.ComposedDpEvent(events)
-    eps, _ = event_epsilon(event, delta=delta, neighboring_relation=relation, accountant=SEARCH_ACCOUNTANT[relation])
+        key = _release_key(r, i)
+        if key not in releases:
+            releases[key] = event
+            scale += float(_privacy(r).get("epsilon") or 1.0)
+    eps, out_delta, out_relation = 0.0, 0.0, LABEL_RELATION
+    if gaussian:
+        event = gaussian[0] if len(gaussian) == 1 else dp_accounting.ComposedDpEvent(gaussian)
+        eps, _ = event_epsilon(
+            event, delta=delta, neighboring_relation=relation, accountant=SEARCH_ACCOUNTANT[relation]
+        )
+        out_delta, out_relation = float(delta), relation
+    if releases:
+        composed = label_events.composed_label_event(list(releases.values()))
+        eps += label_events.label_event_epsilon(composed, delta=0.0, scale=scale)
     # the held-out labels' one release (labeldp.selection) reads other examples: parallel composition
-    releases = [
-        float(r["privacy"]["accounting"]["validation_release"]["epsilon"])
+    held_out = [
+        float(_accounting(r)["validation_release"]["epsilon"])
         for r in records
-        if "validation_release" in r["privacy"]["accounting"]
+        if "validation_release" in _accounting(r)
     ]
-    return max([float(eps)] + releases)
+    return SearchSpend(max([float(eps)] + held_out), out_delta, out_relation, len(records), len(releases))
+
+
+def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relation: str) -> float | None:
+    """:func:`search_spend`'s epsilon (None where it is None)."""
+    spend = search_spend(records, delta=delta, relation=relation)
+    return None if spend is None else spend.epsilon
 
 
 def search_cost_lines(res, *, relation_label: str) -> list[str]:
     """Markdown lines under a table: the privacy every cell's search spent (each cell's
-    ``search_epsilon``), for the columns whose cells hold more than one run; nothing when none does.
+    :func:`search_spend`), for the columns whose cells hold more than one run; nothing when none does.
 
     Args:
       res: the table (:class:`labeldp.report.tables.TableResult`).
@@ -90,9 +177,11 @@ def search_cost_lines(res, *, relation_label: str) -> list[str]:
         return []
     out = [
         "",
-        f"Privacy the search spent ({relation_label}): each cell above is the best of its runs (by test "
-        "accuracy, or on held-out labels), so it depends on every run; eps of releasing all of a cell's runs, their recorded DpEvents "
-        "composed by dp_accounting (runs in the cell in parentheses; labeldp/report/search_cost.py):",
+        f"Privacy the search spent ({relation_label}, or as the cell says): each cell "
+        "above is the best of its runs (by test accuracy, or on held-out labels), so it depends on every run; eps of "
+        "releasing all of a cell's runs: DP-SGD's recorded DpEvents composed by dp_accounting, plus the distinct label "
+        "releases (runs of one seed share RR's or ALIBI's release) composed at delta 0 (runs, and label releases, in "
+        "parentheses; labeldp/report/search_cost.py):",
         "",
         "| eps | " + " | ".join(c.label for c in cols) + " |",
         "|" + "---|" * (len(cols) + 1),
@@ -100,7 +189,17 @@ def search_cost_lines(res, *, relation_label: str) -> list[str]:
     for e in res.epsilons:
         row = [format_eps(e)]
         for c in cols:
-            cell = res.cells[(c.id, e)]
-            row.append("-" if cell.search_epsilon is None else f"{cell.search_epsilon:.3g} ({cell.n_runs})")
+            row.append(_spend_text(res.cells[(c.id, e)]))
         out.append("| " + " | ".join(row) + " |")
     return out
+
+
+def _spend_text(cell) -> str:
+    if cell.search_epsilon is None:
+        return "-"
+    parts = [f"{cell.n_runs} runs"]
+    if cell.search_label_releases:
+        parts.append(f"{cell.search_label_releases} label releases")
+    if cell.search_relation == LABEL_RELATION and not cell.search_delta:
+        parts.append(f"{RELATION_SHORT[LABEL_RELATION]}, delta 0")
+    return f"{cell.search_epsilon:.3g} ({'; '.join(parts)})"

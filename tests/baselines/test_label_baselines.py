@@ -8,6 +8,7 @@ implementation with probability < 1e-4 under a fresh seed, while a wrong transit
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from scipy import stats
 from baselines import alibi, common, lp_2st, rr, rr_debiased
 from labeldp import training
 from labeldp.mechanisms import classification as cls
+from labeldp.methods import registry
 from labeldp.methods.base import MethodResult
 from tests.helpers import P_MIN_LABEL_BASELINES as P_MIN, assert_label_event_reaccounts, label_method_spec
 
@@ -347,3 +349,26 @@ def test_rr_family_trains_with_an_optimiser_variant_on_the_same_release(module, 
     assert moment.privacy.to_dict(target_epsilon=1.0)["epsilon"] == plain.privacy.to_dict(target_epsilon=1.0)["epsilon"]
     with pytest.raises(ValueError, match="model"):
         module.run(data, label_method_spec(module.NAME, options={"model": "inception_001"}))
+
+
+FIXED_BY_SEED = [
+    m for m in registry.implemented_methods() if registry.declared(m, "LABEL_RELEASE_FIXED_BY_SEED", False)
+]
+
+
+def test_rr_family_and_alibi_declare_their_release_fixed_by_the_seed_and_lp_2st_does_not():
+    assert {"rr", "rr_debiased", "alibi"} <= set(FIXED_BY_SEED) and "lp_2st" not in FIXED_BY_SEED
+
+
+@pytest.mark.parametrize("method", FIXED_BY_SEED)
+def test_a_release_fixed_by_the_seed_is_the_same_for_every_configuration(method, data):
+    """What the search spend (labeldp.report.search_cost) relies on for a LABEL_RELEASE_FIXED_BY_SEED method: runs
+    of one seed release the same labels whatever the learning rate, epochs or optimiser; another seed, others."""
+    base = label_method_spec(method, epsilon=1.0, seed=5, epochs=1)
+    other = dataclasses.replace(
+        base, hparams={**base.hparams, "learning_rate": 0.02, "epochs": 2}, options={"momentum": 0.9}
+    )
+    runs = [registry.get_method(method).run(data, s) for s in (base, other, dataclasses.replace(base, seed=6))]
+    digests = [r.details["label_release_sha256"] for r in runs]
+    assert digests[0] == digests[1] != digests[2]
+    assert runs[0].details["label_rng"] == runs[1].details["label_rng"] != runs[2].details["label_rng"]

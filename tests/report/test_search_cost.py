@@ -10,7 +10,8 @@ import dp_accounting
 import pytest
 
 from labeldp import accounting
-from labeldp.report.search_cost import search_epsilon
+from labeldp.accounting import label_events
+from labeldp.report.search_cost import search_epsilon, search_spend
 
 from tests.helpers import REPO
 
@@ -68,3 +69,80 @@ def test_table_jobs_import_dp_accounting_only_to_compose_a_search(tmp_path):
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _label_record(method: str, *, eps: float, seed: int, config: int, variant: str = "momentum09") -> dict:
+    """A label randomizer's record as RR / LP-2ST / ALIBI write it: its event under label substitution."""
+    event = label_events.randomized_response_event(epsilon=eps, num_classes=10)
+    privacy = {"epsilon": eps, "delta": 0.0, "accounting": None, "epsilon_by_relation": {"label_substitution": eps}}
+    privacy.update(label_events.describe_label_event(event))
+    stream = 1 if method in ("rr", "rr_debiased") else 4
+    return {
+        "method": method,
+        "dataset": "fashion_mnist",
+        "variant": variant,
+        "seed": seed,
+        "hparams": {"learning_rate": [0.01, 0.05, 0.1, 0.2][config % 4], "epochs": [2, 5, 10][config // 4]},
+        "privacy": privacy,
+        "details": {"label_rng": [seed, stream]},
+    }
+
+
+def _halving_cell(method: str, eps: float) -> list[dict]:
+    """A successive-halving cell: 12 grid points with seed 0, then 3 of them with seeds 1 and 2 (18 runs)."""
+    runs = [_label_record(method, eps=eps, seed=0, config=c) for c in range(12)]
+    return runs + [_label_record(method, eps=eps, seed=s, config=c) for s in (1, 2) for c in (11, 10, 7)]
+
+
+@pytest.mark.parametrize("relation", ["add_or_remove", "label_substitution"])
+def test_runs_of_one_seed_share_a_release_fixed_by_the_seed(relation):
+    """RR's released labels depend on the seed alone (baselines.rr LABEL_RELEASE_FIXED_BY_SEED): an 18-run cell
+    over 3 seeds is 3 releases, (3 eps, 0)-label-DP, stated under label substitution whatever the table's relation."""
+    spend = search_spend(_halving_cell("rr", 1.0), delta=1e-5, relation=relation)
+    assert (spend.runs, spend.label_releases, spend.relation, spend.delta) == (18, 3, "label_substitution", 0.0)
+    assert spend.epsilon == pytest.approx(3.0, abs=1e-4) and spend.epsilon >= 3.0 - 1e-9
+
+
+def test_a_release_that_depends_on_the_run_is_composed_per_run():
+    """LP-2ST's stage 2 uses the stage-1 model (no LABEL_RELEASE_FIXED_BY_SEED): every run is a release of its own."""
+    spend = search_spend(_halving_cell("lp_2st", 0.5), delta=1e-5, relation="add_or_remove")
+    assert (spend.runs, spend.label_releases) == (18, 18)
+    assert spend.epsilon == pytest.approx(18 * 0.5, abs=1e-4) and spend.epsilon >= 9.0 - 1e-9
+
+
+def test_a_shared_release_needs_the_same_seed_event_and_variant():
+    runs = [_label_record("rr", eps=1.0, seed=0, config=0), _label_record("rr", eps=1.0, seed=0, config=5)]
+    assert search_spend(runs, delta=1e-5, relation="add_or_remove").label_releases == 1
+    other_variant = [runs[0], _label_record("rr", eps=1.0, seed=0, config=5, variant="momentum09_heldout10")]
+    other_eps = [runs[0], _label_record("rr", eps=2.0, seed=0, config=5)]
+    unknown_method = [_label_record("no_such_method", eps=1.0, seed=0, config=c) for c in (0, 5)]
+    no_rng = [runs[0], {**runs[1], "details": {}}]
+    for cell in (other_variant, other_eps, unknown_method, no_rng):
+        assert search_spend(cell, delta=1e-5, relation="add_or_remove").label_releases == 2
+    assert search_epsilon(other_eps, delta=1e-5, relation="add_or_remove") == pytest.approx(3.0, abs=1e-4)
+
+
+def test_a_held_out_release_composes_in_parallel_with_the_label_releases():
+    runs = _halving_cell("rr", 1.0)
+    for r in runs:
+        r["privacy"]["accounting"] = {"validation_release": {"epsilon": 5.0}}
+    assert search_epsilon(runs, delta=1e-5, relation="add_or_remove") == 5.0
+    for r in runs:
+        r["privacy"]["accounting"] = {"validation_release": {"epsilon": 1.0}}
+    assert search_epsilon(runs, delta=1e-5, relation="add_or_remove") == pytest.approx(3.0, abs=1e-4)
+
+
+def test_hybrids_rr_phase_is_added_to_its_dpsgd_composition():
+    """002's Hybrid: binary RR at phase1_epsilon on every label, then DP-SGD; both parts are spent per run."""
+    runs = [_record(0.5), _record(0.5, steps=80)]
+    dpsgd_only = search_epsilon(runs, delta=1e-5, relation="add_or_remove")
+    for r in runs:
+        r["privacy"]["accounting"]["phase1_epsilon"] = 0.25
+    spend = search_spend(runs, delta=1e-5, relation="add_or_remove")
+    assert spend.label_releases == 2 and spend.relation == "add_or_remove" and spend.delta == 1e-5
+    assert spend.epsilon == pytest.approx(dpsgd_only + 2 * 0.25, abs=1e-5)
+
+
+def test_a_one_run_label_cell_costs_its_label_substitution_epsilon():
+    spend = search_spend([_label_record("rr", eps=2.0, seed=0, config=0)], delta=1e-5, relation="add_or_remove")
+    assert (spend.epsilon, spend.relation, spend.runs) == (2.0, "label_substitution", 1)
