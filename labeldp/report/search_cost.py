@@ -83,11 +83,12 @@ def _release_fixed_by_seed(method: Any) -> bool:
 
 
 def _release_key(record: Mapping[str, Any], index: int) -> tuple:
-    """Runs with the same key share one label release; the default is the run's own."""
+    """Runs with the same key share one label release (the same method, data as recorded, variant, event and
+    seed entropy); the default is the run's own."""
     rng = (record.get("details") or {}).get("label_rng")
     if rng is not None and _release_fixed_by_seed(record.get("method")):
-        event = json.dumps(_privacy(record).get("event"), sort_keys=True)
-        return ("seed", record.get("method"), record.get("dataset"), record.get("variant"), event, tuple(rng))
+        parts = [record.get(k) for k in ("method", "dataset", "variant")] + [_privacy(record).get("event"), rng]
+        return ("seed", json.dumps(parts, sort_keys=True))
     return ("run", index)
 
 

@@ -79,7 +79,7 @@ def _label_record(method: str, *, eps: float, seed: int, config: int, variant: s
     stream = 1 if method in ("rr", "rr_debiased") else 4
     return {
         "method": method,
-        "dataset": "fashion_mnist",
+        "dataset": {"name": "fashion_mnist", "n_train": 60000, "n_test": 10000, "source": "official", "subset": None},
         "variant": variant,
         "seed": seed,
         "hparams": {"learning_rate": [0.01, 0.05, 0.1, 0.2][config % 4], "epochs": [2, 5, 10][config // 4]},
