@@ -247,9 +247,10 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "epsilon_add_or_remove": (cell.epsilon_by_relation or {}).get("add_or_remove"),
                 "epsilon_label_substitution": (cell.epsilon_by_relation or {}).get("label_substitution"),
                 "search_epsilon": cell.search_epsilon,
-                "search_relation": cell.search_relation or "",
-                "search_delta": cell.search_delta,
-                "search_label_releases": cell.search_label_releases,
+                "search_relation": cell.search_spend.relation if cell.search_spend else "",
+                "search_delta": cell.search_spend.delta if cell.search_spend else None,
+                "search_runs": cell.search_spend.runs if cell.search_spend else None,
+                "search_label_releases": cell.search_spend.label_releases if cell.search_spend else None,
                 "is_best": cell.column in res.best.get(cell.epsilon, set()),
             }
         )

@@ -48,7 +48,7 @@ from labeldp.plan import (
 from labeldp.report.metrics import DERIVED_METRICS, LOWER_IS_BETTER, record_metric  # noqa: F401 (re-exported)
 from labeldp.halving import search_cell, selection_metric
 from labeldp.report.reference import load_reference, paper_value  # noqa: F401 (re-exported)
-from labeldp.report.search_cost import search_spend
+from labeldp.report.search_cost import SearchSpend, search_spend
 
 # Rendering lives in labeldp.report.render; re-exported here, where callers have found it.
 from labeldp.report.provenance import revision_text  # noqa: F401
@@ -108,9 +108,7 @@ class Cell:
     # eps of releasing every run of the cell's search (labeldp.report.search_cost.search_spend): under the table's
     # relation at the cell's delta, or a label randomizer's cell's under label substitution at delta 0
     search_epsilon: float | None = None
-    search_relation: str | None = None
-    search_delta: float | None = None
-    search_label_releases: int | None = None  # distinct label releases composed into it (runs of one seed share RR's)
+    search_spend: SearchSpend | None = None  # its relation, delta, runs and distinct label releases
 
 
 # ----------------------------------------------------------------------------- cells
@@ -239,9 +237,7 @@ def build_cell(
         cell.reason = "; ".join(x for x in (cell.reason, "successive halving: stage 1 incomplete") if x)
     if tcfg.get("search_cost", True):
         spend = search_spend(searched, delta=cell.delta, relation=table_relation(config, table))
-        if spend is not None:
-            cell.search_epsilon, cell.search_relation, cell.search_delta = spend.epsilon, spend.relation, spend.delta
-            cell.search_label_releases = spend.label_releases
+        cell.search_spend, cell.search_epsilon = spend, None if spend is None else spend.epsilon
     return cell
 
 

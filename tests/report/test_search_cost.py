@@ -11,7 +11,7 @@ import pytest
 
 from labeldp import accounting
 from labeldp.accounting import label_events
-from labeldp.report.search_cost import search_epsilon, search_spend
+from labeldp.report.search_cost import search_cost_lines, search_epsilon, search_spend
 
 from tests.helpers import REPO
 
@@ -146,3 +146,33 @@ def test_hybrids_rr_phase_is_added_to_its_dpsgd_composition():
 def test_a_one_run_label_cell_costs_its_label_substitution_epsilon():
     spend = search_spend([_label_record("rr", eps=2.0, seed=0, config=0)], delta=1e-5, relation="add_or_remove")
     assert (spend.epsilon, spend.relation, spend.runs) == (2.0, "label_substitution", 1)
+
+
+def test_many_releases_at_small_eps_sum_to_a_finite_epsilon():
+    """61 LP-2ST runs at eps 0.2 (a table of issue 29): dp_accounting's PLD of the 61-part composition
+    truncates tails to infinity at delta 0; basic composition, tight for pure DP at delta 0, gives 61 * 0.2."""
+    runs = [_label_record("lp_2st", eps=0.2, seed=s, config=c) for s in range(3) for c in range(12)]
+    runs += [_label_record("lp_2st", eps=0.2, seed=s, config=c) for s in range(3, 8) for c in range(5)]
+    spend = search_spend(runs, delta=1e-5, relation="add_or_remove")
+    assert (spend.runs, spend.label_releases) == (61, 61)
+    assert spend.epsilon == pytest.approx(61 * 0.2, abs=1e-4) and spend.epsilon >= 61 * 0.2 - 1e-9
+
+
+def test_the_lines_under_a_table_state_runs_releases_and_the_label_relation():
+    """search_cost_lines prints each multi-run column's spend: the runs, the distinct label releases, and for a label
+    randomizer's cell the relation and delta its spend is stated under; a column of one-run cells is left out."""
+    from types import SimpleNamespace as NS
+
+    rr_cell = _halving_cell("rr", 1.0)
+    cells = {
+        ("rr", 1.0): NS(search_spend=search_spend(rr_cell, delta=1e-5, relation="add_or_remove")),
+        ("rr", 2.0): NS(search_spend=search_spend(rr_cell[:1], delta=1e-5, relation="add_or_remove")),
+        ("one", 1.0): NS(search_spend=search_spend(rr_cell[:1], delta=1e-5, relation="add_or_remove")),
+        ("one", 2.0): NS(search_spend=None),
+    }
+    columns = [NS(id="rr", label="RR"), NS(id="one", label="One run")]
+    lines = search_cost_lines(NS(columns=columns, epsilons=[1.0, 2.0], cells=cells), relation_label="add/remove")
+    assert "| eps | RR |" in lines
+    assert "| 1.0 | 3 (18 runs; 3 label releases; label subst., delta 0) |" in lines
+    assert "| 2.0 | 1 (1 run; label subst., delta 0) |" in lines
+    assert search_cost_lines(NS(columns=columns[1:], epsilons=[1.0, 2.0], cells=cells), relation_label="x") == []
