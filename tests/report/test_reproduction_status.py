@@ -342,3 +342,12 @@ def test_an_explanation_of_a_cell_now_within_is_named_out_of_date(sources):
     md = render_markdown(status=status)
     assert "out of date" in md and "- 5a/mnist/lp_2st/eps1" in md
     assert {r["key"]: r["why"] for r in status.rows}["5a/mnist/lp_2st/eps1"] == ""
+
+
+def test_the_clis_help_states_what_a_status_means(capsys):
+    """--help prints the package's definition (the cells, the evidence, the tolerance, the counts), not a usage line."""
+    with pytest.raises(SystemExit) as done:
+        status_cli(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "experiment_below_scored" in out and "Within tolerance" in out

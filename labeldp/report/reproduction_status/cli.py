@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+import labeldp.report.reproduction_status as status_package
 from labeldp.report.outputs import write_atomic_text, write_csv
 from labeldp.report.published_cells import load_explanations
 from labeldp.report.reference import load_reference
@@ -25,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m labeldp.report.reproduction_status``: writes ``reproduction_status.{md,csv}`` to ``--out-dir``."""
     p = argparse.ArgumentParser(
         prog="python -m labeldp.report.reproduction_status",
-        description=__doc__,
+        description=status_package.__doc__,  # the package's: what a cell's status means
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config-json", required=True, help="the workflow config (its block reproduction_status)")
