@@ -246,7 +246,7 @@ def tidy_rows(res: TableResult) -> list[dict[str, Any]]:
                 "calibration_relation": cell.calibration_relation or "",
                 "epsilon_add_or_remove": (cell.epsilon_by_relation or {}).get("add_or_remove"),
                 "epsilon_label_substitution": (cell.epsilon_by_relation or {}).get("label_substitution"),
-                "search_epsilon": cell.search_epsilon,
+                "search_epsilon": cell.search_spend.epsilon if cell.search_spend else None,
                 "search_relation": cell.search_spend.relation if cell.search_spend else "",
                 "search_delta": cell.search_spend.delta if cell.search_spend else None,
                 "search_runs": cell.search_spend.runs if cell.search_spend else None,

@@ -27,7 +27,8 @@ Releasing every run is then (eps_G + eps_L, delta)-DP (basic composition of the 
 of label releases alone is (eps_L, 0)-label-DP under label substitution, the relation label
 randomizers are stated under in every table. Runs selected on held-out labels released once by
 randomized response (:mod:`labeldp.selection`) add that release in parallel (other examples):
-``max(spend, release eps)``. A record without a recorded event gives no search cost (``None``).
+``max(spend, release eps)``. A record without a recorded event gives no search cost (``None``), and so
+does a user-level record (``accounting.group_size`` > 1), whose composed search would need group privacy.
 """
 
 from __future__ import annotations
@@ -46,10 +47,11 @@ __all__ = ["SearchSpend", "search_spend", "search_epsilon", "search_cost_lines",
 #: PLD on a 108-run cell here: 3.9 s against 22.7 s, 1.39 against 1.34), PLD under label
 #: substitution (dp_accounting's RDP accountant handles add-or-remove only).
 SEARCH_ACCOUNTANT = {"add_or_remove": "rdp", "label_substitution": "pld"}
+#: The relation a label release's spend is stated under (its event's REPLACE_ONE: one label replaced).
 LABEL_RELATION = "label_substitution"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class SearchSpend:
     """The privacy of releasing every run of a cell.
 
@@ -88,7 +90,9 @@ def _release_key(record: Mapping[str, Any], index: int) -> tuple:
     seed entropy); the default is the run's own."""
     rng = (record.get("details") or {}).get("label_rng")
     if rng is not None and _release_fixed_by_seed(record.get("method")):
-        parts = [record.get(k) for k in ("method", "dataset", "variant")] + [_privacy(record).get("event"), rng]
+        # the digest (new records) is a necessary condition too: equal keys with other released labels stay apart
+        digest = (record.get("details") or {}).get("label_release_sha256")
+        parts = [record.get(k) for k in ("method", "dataset", "variant")] + [_privacy(record).get("event"), rng, digest]
         return ("seed", json.dumps(parts, sort_keys=True))
     return ("run", index)
 
@@ -103,15 +107,23 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
         releases alone are stated under label substitution).
 
     Returns:
-      The spend, or None when some record has no recorded event (or there is none).
+      The spend, or None when some record has no recorded event (or there is none), or is a user-level record
+      (``accounting.group_size`` > 1: group privacy of a composed search is not computed here).
     """
     if not records:
         return None
     if len(records) == 1:  # one run: its own recorded eps (a label randomizer's under label substitution)
         priv = _privacy(records[0])
-        rel = relation if _accounting(records[0]).get("event") or not priv.get("event") else LABEL_RELATION
+        acc = _accounting(records[0])
+        label_run = not acc.get("event") and bool(priv.get("event"))
+        rel = LABEL_RELATION if label_run else relation
         eps = (priv.get("epsilon_by_relation") or {}).get(rel)
-        return None if eps is None else SearchSpend(float(eps), float(priv.get("delta") or 0.0), rel, 1, 0)
+        releases = int(label_run or float(acc.get("phase1_epsilon") or 0.0) > 0)
+        if eps is None:
+            return None
+        return SearchSpend(
+            epsilon=float(eps), delta=float(priv.get("delta") or 0.0), relation=rel, runs=1, label_releases=releases
+        )
     # Imported here, where runs are composed: dp_accounting (with scipy.signal and scipy.stats) takes
     # 0.7 s of a table job, and a table whose cells hold one run each (every smoke table) never composes.
     import dp_accounting
@@ -121,6 +133,8 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
     gaussian, releases = [], {}
     for i, r in enumerate(records):
         desc = _accounting(r).get("event")
+        if int(_accounting(r).get("group_size") or 1) > 1:
+            return None
         if desc:
             gaussian.append(event_from_description(desc))
             phase1 = float(_accounting(r).get("phase1_epsilon") or 0.0)  # Hybrid's RR phase: its own release
@@ -142,13 +156,22 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
     # pure releases at delta 0: basic composition, the sum of their epsilons, is tight there (the PLD of a
     # many-part composition truncates tails to infinity: measured, 61 RR releases at 0.2 gave inf at delta 0)
     eps += sum(label_events.label_event_epsilon(e, delta=0.0, scale=s) for e, s in releases.values())
-    # the held-out labels' one release (labeldp.selection) reads other examples: parallel composition
-    held_out = [
-        float(_accounting(r)["validation_release"]["epsilon"])
+    # the held-out labels' release (labeldp.selection: one, public-seeded, per variant) reads other examples:
+    # parallel composition; distinct releases of those rows (not made today) compose among themselves
+    held_out = {
+        json.dumps(_accounting(r)["validation_release"], sort_keys=True): float(
+            _accounting(r)["validation_release"]["epsilon"]
+        )
         for r in records
         if "validation_release" in _accounting(r)
-    ]
-    return SearchSpend(max([float(eps)] + held_out), out_delta, out_relation, len(records), len(releases))
+    }
+    return SearchSpend(
+        epsilon=max(float(eps), sum(held_out.values())),
+        delta=out_delta,
+        relation=out_relation,
+        runs=len(records),
+        label_releases=len(releases),
+    )
 
 
 def search_epsilon(records: Sequence[Mapping[str, Any]], *, delta: float, relation: str) -> float | None:

@@ -107,8 +107,7 @@ class Cell:
     epsilon_by_relation: dict[str, float] | None = None
     # eps of releasing every run of the cell's search (labeldp.report.search_cost.search_spend): under the table's
     # relation at the cell's delta, or a label randomizer's cell's under label substitution at delta 0
-    search_epsilon: float | None = None
-    search_spend: SearchSpend | None = None  # its relation, delta, runs and distinct label releases
+    search_spend: SearchSpend | None = None  # its epsilon, relation, delta, runs and distinct label releases
 
 
 # ----------------------------------------------------------------------------- cells
@@ -236,8 +235,7 @@ def build_cell(
     if search is not None and search.kept is None:
         cell.reason = "; ".join(x for x in (cell.reason, "successive halving: stage 1 incomplete") if x)
     if tcfg.get("search_cost", True):
-        spend = search_spend(searched, delta=cell.delta, relation=table_relation(config, table))
-        cell.search_spend, cell.search_epsilon = spend, None if spend is None else spend.epsilon
+        cell.search_spend = search_spend(searched, delta=cell.delta, relation=table_relation(config, table))
     return cell
 
 

@@ -145,7 +145,41 @@ def test_hybrids_rr_phase_is_added_to_its_dpsgd_composition():
 
 def test_a_one_run_label_cell_costs_its_label_substitution_epsilon():
     spend = search_spend([_label_record("rr", eps=2.0, seed=0, config=0)], delta=1e-5, relation="add_or_remove")
-    assert (spend.epsilon, spend.relation, spend.runs) == (2.0, "label_substitution", 1)
+    assert (spend.epsilon, spend.relation, spend.runs, spend.label_releases) == (2.0, "label_substitution", 1, 1)
+
+
+def test_equal_keys_with_other_released_labels_stay_apart():
+    """The release digest (details.label_release_sha256, new records) is a necessary condition of one release."""
+    runs = [_label_record("rr", eps=1.0, seed=0, config=c) for c in (0, 5)]
+    runs[0]["details"]["label_release_sha256"] = "a" * 64
+    runs[1]["details"]["label_release_sha256"] = "b" * 64
+    assert search_spend(runs, delta=1e-5, relation="add_or_remove").label_releases == 2
+    runs[1]["details"]["label_release_sha256"] = "a" * 64
+    assert search_spend(runs, delta=1e-5, relation="add_or_remove").label_releases == 1
+
+
+def test_a_user_level_search_gives_no_spend():
+    """002 Table 3's user-level Hybrid records an item-level event and group_size k: the composed search would need
+    group privacy, which is not computed here, so no spend is stated (rather than an item-level one)."""
+    runs = [_record(0.5), _record(0.5, steps=80)]
+    for r in runs:
+        r["privacy"]["accounting"].update(phase1_epsilon=0.1, group_size=4)
+    assert search_spend(runs, delta=1e-5, relation="add_or_remove") is None
+    for r in runs:
+        r["privacy"]["accounting"]["group_size"] = 1
+    assert search_spend(runs, delta=1e-5, relation="add_or_remove") is not None
+
+
+def test_distinct_held_out_releases_compose_among_themselves():
+    runs = _halving_cell("rr", 1.0)
+    for i, r in enumerate(runs):
+        r["privacy"]["accounting"] = {"validation_release": {"epsilon": 4.0, "fraction": 0.1 if i % 2 else 0.2}}
+    assert search_epsilon(runs, delta=1e-5, relation="add_or_remove") == 8.0
+
+
+def test_records_without_privacy_give_no_spend():
+    assert search_spend([{"privacy": None}, {"privacy": None}], delta=1e-5, relation="add_or_remove") is None
+    assert search_spend([], delta=1e-5, relation="add_or_remove") is None
 
 
 def test_many_releases_at_small_eps_sum_to_a_finite_epsilon():
@@ -174,5 +208,5 @@ def test_the_lines_under_a_table_state_runs_releases_and_the_label_relation():
     lines = search_cost_lines(NS(columns=columns, epsilons=[1.0, 2.0], cells=cells), relation_label="add/remove")
     assert "| eps | RR |" in lines
     assert "| 1.0 | 3 (18 runs; 3 label releases; label subst., delta 0) |" in lines
-    assert "| 2.0 | 1 (1 run; label subst., delta 0) |" in lines
+    assert "| 2.0 | 1 (1 run; 1 label release; label subst., delta 0) |" in lines
     assert search_cost_lines(NS(columns=columns[1:], epsilons=[1.0, 2.0], cells=cells), relation_label="x") == []
