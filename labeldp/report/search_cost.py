@@ -90,11 +90,17 @@ def _release_key(record: Mapping[str, Any], index: int) -> tuple:
     seed entropy); the default is the run's own."""
     rng = (record.get("details") or {}).get("label_rng")
     if rng is not None and _release_fixed_by_seed(record.get("method")):
-        # the digest (new records) is a necessary condition too: equal keys with other released labels stay apart
-        digest = (record.get("details") or {}).get("label_release_sha256")
-        parts = [record.get(k) for k in ("method", "dataset", "variant")] + [_privacy(record).get("event"), rng, digest]
+        parts = [record.get(k) for k in ("method", "dataset", "variant")] + [_privacy(record).get("event"), rng]
         return ("seed", json.dumps(parts, sort_keys=True))
     return ("run", index)
+
+
+def _releases_under(digests: set) -> int:
+    """The releases a shared key stands for, by the digests its runs recorded (None: a record from before
+    ``details.label_release_sha256``): one where they agree; each distinct digest apart where they differ (the
+    flag's claim broken), and the undigested runs as one more."""
+    known = digests - {None}
+    return 1 if len(known) <= 1 else len(known) + (None in digests)
 
 
 def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation: str) -> SearchSpend | None:
@@ -130,7 +136,7 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
 
     from labeldp.accounting import event_epsilon, event_from_description, label_events
 
-    gaussian, releases = [], {}
+    gaussian, releases, digests = [], {}, {}
     for i, r in enumerate(records):
         desc = _accounting(r).get("event")
         if int(_accounting(r).get("group_size") or 1) > 1:
@@ -146,6 +152,7 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
             return None
         key = _release_key(r, i)
         releases.setdefault(key, (event, float(_privacy(r).get("epsilon") or 1.0)))
+        digests.setdefault(key, set()).add((r.get("details") or {}).get("label_release_sha256"))
     eps, out_delta, out_relation = 0.0, 0.0, LABEL_RELATION
     if gaussian:
         event = gaussian[0] if len(gaussian) == 1 else dp_accounting.ComposedDpEvent(gaussian)
@@ -155,7 +162,8 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
         out_delta, out_relation = float(delta), relation
     # pure releases at delta 0: basic composition, the sum of their epsilons, is tight there (the PLD of a
     # many-part composition truncates tails to infinity: measured, 61 RR releases at 0.2 gave inf at delta 0)
-    eps += sum(label_events.label_event_epsilon(e, delta=0.0, scale=s) for e, s in releases.values())
+    counts = {key: _releases_under(digests.get(key, {None})) for key in releases}
+    eps += sum(counts[k] * label_events.label_event_epsilon(e, delta=0.0, scale=s) for k, (e, s) in releases.items())
     # the held-out labels' release (labeldp.selection: one, public-seeded, per variant) reads other examples:
     # parallel composition; distinct releases of those rows (not made today) compose among themselves
     held_out = {
@@ -170,7 +178,7 @@ def search_spend(records: Sequence[Mapping[str, Any]], *, delta: float, relation
         delta=out_delta,
         relation=out_relation,
         runs=len(records),
-        label_releases=len(releases),
+        label_releases=sum(counts.values()),
     )
 
 

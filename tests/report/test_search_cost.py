@@ -149,13 +149,16 @@ def test_a_one_run_label_cell_costs_its_label_substitution_epsilon():
 
 
 def test_equal_keys_with_other_released_labels_stay_apart():
-    """The release digest (details.label_release_sha256, new records) is a necessary condition of one release."""
-    runs = [_label_record("rr", eps=1.0, seed=0, config=c) for c in (0, 5)]
+    """The release digest (details.label_release_sha256, new records) is a necessary condition of one release; a
+    record from before the digest joins the release its key names when the digested runs agree."""
+    runs = [_label_record("rr", eps=1.0, seed=0, config=c) for c in (0, 5, 7)]
     runs[0]["details"]["label_release_sha256"] = "a" * 64
     runs[1]["details"]["label_release_sha256"] = "b" * 64
-    assert search_spend(runs, delta=1e-5, relation="add_or_remove").label_releases == 2
+    spend = search_spend(runs, delta=1e-5, relation="add_or_remove")
+    assert spend.label_releases == 3 and spend.epsilon == pytest.approx(3.0, abs=1e-4)  # a, b and the undigested
     runs[1]["details"]["label_release_sha256"] = "a" * 64
     assert search_spend(runs, delta=1e-5, relation="add_or_remove").label_releases == 1
+    assert search_spend(runs[:2], delta=1e-5, relation="add_or_remove").label_releases == 1
 
 
 def test_a_user_level_search_gives_no_spend():
