@@ -77,9 +77,7 @@ DATASET_KINDS = ("image", "features")
 #: honest selection (variant options validation_fraction / validation_epsilon): the runner trains on the fitting
 #: rows and scores the model on the RR-released held-out labels (labeldp.selection.heldout_data)
 HELDOUT_SELECTION_BY_RUNNER = True
-#: the released labels are drawn once from default_rng([seed, stream]) and nothing else (no hyper-parameter,
-#: no model): runs of one seed and eps share one release, which a searched cell spends once
-#: (labeldp.report.search_cost; tests/baselines/test_label_baselines.py checks it by the release's digest)
+#: the released labels depend on the seed's noise stream alone (labeldp.methods.base documents the flag)
 LABEL_RELEASE_FIXED_BY_SEED = True
 
 MECHANISM = "alibi_laplace (Laplace(2/eps) on one-hot labels; pure eps-label-DP, each label noised once)"

@@ -54,8 +54,9 @@ def release_digest(released) -> str:
 
     Provenance, and the check of a module's ``LABEL_RELEASE_FIXED_BY_SEED``: runs of one seed must
     release the same labels whatever their hyper-parameters (``tests/baselines/test_label_baselines.py``).
-    Equal digests do not make two independent draws one release; the search spend
-    (:mod:`labeldp.report.search_cost`) counts a release by its seed entropy, not its digest.
+    Equal digests do not make two independent draws one release: the search spend
+    (:mod:`labeldp.report.search_cost`) groups runs by their seed entropy, and their digests only split a
+    group whose released labels differ.
     """
     import hashlib
 
