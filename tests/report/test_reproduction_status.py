@@ -345,7 +345,7 @@ def test_an_explanation_of_a_cell_now_within_is_named_out_of_date(sources):
 
 
 def test_the_clis_help_states_what_a_status_means(capsys):
-    """--help prints the package's definition (the cells, the evidence, the tolerance, the counts), not a usage line."""
+    """--help prints the status's definition (build's docstring) (the cells, the evidence, the tolerance, the counts), not a usage line."""
     with pytest.raises(SystemExit) as done:
         status_cli(["--help"])
     assert done.value.code == 0

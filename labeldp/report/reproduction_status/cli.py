@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-import labeldp.report.reproduction_status as status_package
+import labeldp.report.reproduction_status.build as status_definition
 from labeldp.report.outputs import write_atomic_text, write_csv
 from labeldp.report.published_cells import load_explanations
 from labeldp.report.reference import load_reference
@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m labeldp.report.reproduction_status``: writes ``reproduction_status.{md,csv}`` to ``--out-dir``."""
     p = argparse.ArgumentParser(
         prog="python -m labeldp.report.reproduction_status",
-        description=status_package.__doc__,  # the package's: what a cell's status means
+        description=status_definition.__doc__,  # what a cell, its evidence and its status are
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--config-json", required=True, help="the workflow config (its block reproduction_status)")
