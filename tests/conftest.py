@@ -38,6 +38,24 @@ def mirror() -> Path:
 SMOKE_DAG_KEY = pytest.StashKey[BackgroundSmokeDag]()
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The machine and the smoke DAG's time, printed after the durations (CI's log then says where its time
+    went: the tests' own time, the DAG beside them, and the cores they shared)."""
+    mem = next((line.split()[1] for line in _meminfo() if line.startswith("MemTotal:")), None)
+    gib = f", {int(mem) / 2**20:.0f} GiB" if mem else ""
+    terminalreporter.write_line(f"machine: {os.cpu_count()} CPUs{gib}")
+    handle = terminalreporter.config.stash.get(SMOKE_DAG_KEY, None)
+    if handle is not None:
+        terminalreporter.write_line(handle.timing_line())
+
+
+def _meminfo() -> list[str]:
+    try:
+        return Path("/proc/meminfo").read_text().splitlines()
+    except OSError:  # not Linux
+        return []
+
+
 @pytest.fixture(scope="session", autouse=True)
 def smoke_dag_in_background(request, tmp_path_factory):
     """Starts the smoke DAG (tests/workflow/smoke_dag.py) when the session begins, if a collected test is

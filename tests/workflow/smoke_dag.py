@@ -267,6 +267,8 @@ class BackgroundSmokeDag:
     def __init__(self, work: Path, mirror: Path):
         self.work = work
         self.started = time.time()
+        self.finished: float | None = None  # when run_smoke_dag returned or raised
+        self.waited_s = 0.0  # how long the tests waited for it (0: it was done before a smoke test needed it)
         self.outcome: SmokeDag | BaseException | None = None
         self.thread = threading.Thread(target=self.run, args=(work, mirror), name="smoke-dag", daemon=True)
         self.thread.start()
@@ -276,6 +278,8 @@ class BackgroundSmokeDag:
             self.outcome = run_smoke_dag(work, mirror)
         except BaseException as exc:  # handed to the waiting test
             self.outcome = exc
+        finally:
+            self.finished = time.time()
 
     def stop(self) -> None:
         """Kills the Snakemake run in progress, if any (the session ends before a smoke test waited)."""
@@ -283,8 +287,19 @@ class BackgroundSmokeDag:
             kill_group(child)
         self.thread.join(timeout=60)
 
+    def timing_line(self) -> str:
+        """Where the session's time went: the DAG's wall time beside the other tests, and the tests' wait."""
+        if self.finished is None:
+            return "smoke DAG (background): not finished when the session ended"
+        return (
+            f"smoke DAG (background, beside the other tests): {self.finished - self.started:.0f} s; "
+            f"the smoke tests waited {self.waited_s:.0f} s for it"
+        )
+
     def result(self) -> SmokeDag:
+        before = time.time()
         self.thread.join()
+        self.waited_s += time.time() - before
         if isinstance(self.outcome, BaseException):
             raise AssertionError(f"the smoke DAG failed: {self.outcome}") from self.outcome
         return self.outcome
