@@ -47,7 +47,9 @@ __all__ = ["SearchSpend", "search_spend", "search_epsilon", "search_cost_lines",
 #: PLD on a 108-run cell here: 3.9 s against 22.7 s, 1.39 against 1.34), PLD under label
 #: substitution (dp_accounting's RDP accountant handles add-or-remove only).
 SEARCH_ACCOUNTANT = {"add_or_remove": "rdp", "label_substitution": "pld"}
-#: The relation a label release's spend is stated under (its event's REPLACE_ONE: one label replaced).
+#: The relation a label release's spend is stated under (its event's REPLACE_ONE: one label replaced);
+#: the record name ``labeldp.accounting.relation_name(LABEL_SUBSTITUTION)`` gives, spelled out so that
+#: building a table never imports dp_accounting (tested).
 LABEL_RELATION = "label_substitution"
 
 

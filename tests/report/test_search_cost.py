@@ -11,7 +11,7 @@ import pytest
 
 from labeldp import accounting
 from labeldp.accounting import label_events
-from labeldp.report.search_cost import search_cost_lines, search_epsilon, search_spend
+from labeldp.report.search_cost import LABEL_RELATION, search_cost_lines, search_epsilon, search_spend
 
 from tests.helpers import REPO
 
@@ -213,3 +213,8 @@ def test_the_lines_under_a_table_state_runs_releases_and_the_label_relation():
     assert "| 1.0 | 3 (18 runs; 3 label releases; label subst., delta 0) |" in lines
     assert "| 2.0 | 1 (1 run; 1 label release; label subst., delta 0) |" in lines
     assert search_cost_lines(NS(columns=columns[1:], epsilons=[1.0, 2.0], cells=cells), relation_label="x") == []
+
+
+def test_the_label_relation_is_the_accountants_name_for_one_label_replaced():
+    """search_cost spells the name out (no dp_accounting import while tables build); it must be the record name."""
+    assert LABEL_RELATION == accounting.relation_name(accounting.LABEL_SUBSTITUTION)
