@@ -39,19 +39,29 @@ SMOKE_DAG_KEY = pytest.StashKey[BackgroundSmokeDag]()
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The machine and the smoke DAG's time, printed after the durations (CI's log then says where its time
-    went: the tests' own time, the DAG beside them, and the cores they shared)."""
-    mem = next((line.split()[1] for line in _meminfo() if line.startswith("MemTotal:")), None)
-    gib = f", {int(mem) / 2**20:.0f} GiB" if mem else ""
-    terminalreporter.write_line(f"machine: {os.cpu_count()} CPUs{gib}")
+    """The machine and the smoke DAG's time, printed in the summary before the durations (CI's log then says where
+    its time went: the tests' own time, the DAG beside them, and the cores they shared)."""
+    terminalreporter.write_line(f"machine: {machine_line()}")
     handle = terminalreporter.config.stash.get(SMOKE_DAG_KEY, None)
     if handle is not None:
         terminalreporter.write_line(handle.timing_line())
 
 
-def _meminfo() -> list[str]:
+def machine_line() -> str:
+    """``'<CPU model>, <n> CPUs, <m> GiB'`` from /proc (Linux; the CPU count alone elsewhere): machines of one core
+    count differ about 2x in speed here (benchmarks/results/ci_time_experiments_cpu.md)."""
+    model = next((line.split(":", 1)[1].strip() for line in _proc("cpuinfo") if line.startswith("model name")), None)
+    mem_kib = next((line.split()[1] for line in _proc("meminfo") if line.startswith("MemTotal:")), None)
+    parts = [model] if model else []
+    parts.append(f"{os.cpu_count()} CPUs")
+    if mem_kib:
+        parts.append(f"{int(mem_kib) / 2**20:.0f} GiB")
+    return ", ".join(parts)
+
+
+def _proc(name: str) -> list[str]:
     try:
-        return Path("/proc/meminfo").read_text().splitlines()
+        return Path("/proc", name).read_text().splitlines()
     except OSError:  # not Linux
         return []
 
