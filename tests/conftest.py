@@ -48,15 +48,22 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def machine_line() -> str:
-    """``'<CPU model>, <n> CPUs, <m> GiB'`` from /proc (Linux; the CPU count alone elsewhere): machines of one core
-    count differ about 2x in speed here (benchmarks/results/ci_time_experiments_cpu.md)."""
-    model = next((line.split(":", 1)[1].strip() for line in _proc("cpuinfo") if line.startswith("model name")), None)
+    """``'<CPU model>, <MHz> MHz, bogomips <b>, <n> CPUs, <m> GiB'`` from /proc (Linux; the CPU count alone
+    elsewhere): machines with one model name and core count differed about 2x in speed here
+    (benchmarks/results/ci_time_experiments_cpu.md), so the clock and bogomips are printed too."""
+    cpuinfo = _proc("cpuinfo")
+
+    def first(key: str) -> str | None:
+        return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.split(":", 1)[0].strip() == key), None)
+
     mem_kib = next((line.split()[1] for line in _proc("meminfo") if line.startswith("MemTotal:")), None)
-    parts = [model] if model else []
-    parts.append(f"{os.cpu_count()} CPUs")
-    if mem_kib:
-        parts.append(f"{int(mem_kib) / 2**20:.0f} GiB")
-    return ", ".join(parts)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    parts = [first("model name")]
+    parts.append(f"{first('cpu MHz')} MHz" if first("cpu MHz") else None)
+    parts.append(f"bogomips {first('bogomips')}" if first("bogomips") else None)
+    parts.append(f"{cpus} CPUs")
+    parts.append(f"{int(mem_kib) / 2**20:.0f} GiB" if mem_kib else None)
+    return ", ".join(p for p in parts if p)
 
 
 def _proc(name: str) -> list[str]:

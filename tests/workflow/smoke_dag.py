@@ -288,13 +288,14 @@ class BackgroundSmokeDag:
         self.thread.join(timeout=60)
 
     def timing_line(self) -> str:
-        """Where the session's time went: the DAG's wall time beside the other tests, and the tests' wait."""
+        """Where the session's time went: the DAG's wall time beside the other tests (or how long it ran before it
+        failed or was stopped), and how long the smoke tests waited for it."""
         if self.finished is None:
-            return "smoke DAG (background): not finished when the session ended"
-        return (
-            f"smoke DAG (background, beside the other tests): {self.finished - self.started:.0f} s; "
-            f"the smoke tests waited {self.waited_s:.0f} s for it"
-        )
+            return "smoke DAG (background): still running when the session ended"
+        ran = f"{self.finished - self.started:.0f} s"
+        if isinstance(self.outcome, BaseException):
+            return f"smoke DAG (background): failed or stopped after {ran} ({type(self.outcome).__name__})"
+        return f"smoke DAG (background, beside the other tests): {ran}; the smoke tests waited {self.waited_s:.0f} s for it"
 
     def result(self) -> SmokeDag:
         before = time.time()

@@ -2,7 +2,7 @@
 
 Usage: ``python -m labeldp.report.reproduction_status --config-json '<json>' --reference-dir D --out-dir R <csv...>``
 (the config's block ``reproduction_status`` holds the settings and the explanations file; see
-:mod:`labeldp.report.reproduction_status`).
+:mod:`labeldp.report.reproduction_status.build`).
 """
 
 from __future__ import annotations
