@@ -162,7 +162,8 @@ def _revision_from_env() -> dict[str, Any]:
     return {"commit": commit, "dirty": flag == "dirty", "source": "LABELDP_GIT_REVISION"}
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere, else ``"unknown"``)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -194,7 +195,7 @@ def environment(*, git_at_start: Mapping[str, Any] | None = None) -> dict[str, A
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
         "jax_backend": backend,
         "jax_devices": devices,

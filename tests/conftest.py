@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeldp import plan, sweeps
+from labeldp.records import cpu_model
 from tests.helpers import repo_config
 from tests.workflow.smoke_dag import BackgroundSmokeDag, SmokeDag
 
@@ -51,18 +52,20 @@ def machine_line() -> str:
     """``'<CPU model>, <MHz> MHz, bogomips <b>, <n> CPUs, <m> GiB'`` from /proc (Linux; the CPU count alone
     elsewhere): machines with one model name and core count differed about 2x in speed here
     (benchmarks/results/ci_time_experiments_cpu.md), so the clock and bogomips are printed too."""
-    cpuinfo = _proc("cpuinfo")
-
-    def first(key: str) -> str | None:
-        return next((line.split(":", 1)[1].strip() for line in cpuinfo if line.split(":", 1)[0].strip() == key), None)
-
+    first_cpu = {}
+    for line in _proc("cpuinfo"):
+        key, _, value = line.partition(":")
+        first_cpu.setdefault(key.strip(), value.strip())  # the first CPU's fields
     mem_kib = next((line.split()[1] for line in _proc("meminfo") if line.startswith("MemTotal:")), None)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    parts = [first("model name")]
-    parts.append(f"{first('cpu MHz')} MHz" if first("cpu MHz") else None)
-    parts.append(f"bogomips {first('bogomips')}" if first("bogomips") else None)
-    parts.append(f"{cpus} CPUs")
-    parts.append(f"{int(mem_kib) / 2**20:.0f} GiB" if mem_kib else None)
+    mhz, bogomips = first_cpu.get("cpu MHz"), first_cpu.get("bogomips")
+    parts = [
+        cpu_model(),
+        f"{mhz} MHz" if mhz else None,
+        f"bogomips {bogomips}" if bogomips else None,
+        f"{cpus} CPUs",
+        f"{int(mem_kib) / 2**20:.0f} GiB" if mem_kib else None,
+    ]
     return ", ".join(p for p in parts if p)
 
 
