@@ -24,7 +24,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.machine import cpu_model, loadavg  # noqa: E402
 
 #: (label, model, input shape, training-set size, augmentation)
 CONFIGS = (
@@ -48,17 +48,6 @@ CONFIGS = (
         "crop_flip_cutout",
     ),
 )
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def _loadavg() -> list[float]:
-    return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
 
 
 def time_config(model: str, shape, augment: str, *, batch: int, steps: int) -> dict:
@@ -104,7 +93,7 @@ def main() -> None:
     args = ap.parse_args()
     import jax
 
-    load_before = _loadavg()
+    load_before = loadavg()
     rows = []
     for label, model, shape, n_train, augment in CONFIGS:
         r = time_config(model, shape, augment, batch=args.batch, steps=args.steps)
@@ -119,12 +108,12 @@ def main() -> None:
     out = {
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {
-            "cpu": _cpu_model(),
+            "cpu": cpu_model(),
             "cores": os.cpu_count(),
             "backend": jax.default_backend(),
             "jax": jax.__version__,
             "loadavg_before": load_before,
-            "loadavg_after": _loadavg(),
+            "loadavg_after": loadavg(),
         },
         "batch": args.batch,
         "timed_steps": args.steps,

@@ -42,13 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
+from labeldp.machine import cpu_model  # noqa: E402
 
 
 def matmul_peak_gflops(jax, jnp, n: int = 2048, reps: int = 10) -> float:

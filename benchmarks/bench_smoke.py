@@ -25,11 +25,14 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from labeldp.machine import cpu_model, describe  # noqa: E402
 
 
 def _records_by_method(results: Path) -> dict[str, dict[str, float]]:
@@ -113,14 +116,8 @@ def main() -> None:
     result = {
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores ({platform.node()})",
-        "cpu_model": next(
-            (
-                ln.split(":", 1)[1].strip()
-                for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if "model name" in ln
-            ),
-            "unknown",
-        ),
+        "cpu_model": cpu_model(),
+        "machine_description": describe().line(),
         "runs": runs,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,10 +26,8 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import math
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -40,36 +38,11 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.machine import cpu_model, loadavg  # noqa: E402
 
 N_TRAIN = 60000
 BATCH = 1024
 STEPS_PER_EPOCH = N_TRAIN / BATCH
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def memory_gib() -> float:
-    """The machine's total memory in GiB (``/proc/meminfo``), NaN where it cannot be read."""
-    try:
-        mem = re.search(r"^MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text(), re.M)
-    except OSError:
-        return math.nan
-    return int(mem.group(1)) / 2**20 if mem else math.nan
-
-
-def loadavg() -> list[float]:
-    try:
-        return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
-    except OSError:
-        return []
 
 
 def time_calls(fn, *, warmup: int, reps: int, sync) -> dict:

@@ -50,11 +50,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_dpsgd_step import cpu_model
-
 from labeldp import plan, sweeps
 from labeldp.atomic_io import write_text_atomic
 from labeldp.config import load_workflow_config
+from labeldp.machine import cpu_model
 
 TABLE = "table5_mnist"
 EPSILON = 1.0

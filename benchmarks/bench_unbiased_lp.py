@@ -57,8 +57,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_step import cpu_model, loadavg  # noqa: E402
+from labeldp.machine import cpu_model, loadavg  # noqa: E402
 from labeldp import records  # noqa: E402
 from labeldp.mechanisms.regression_core import DiscreteRandomizer  # noqa: E402
 

@@ -59,8 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_step import cpu_model, loadavg, memory_gib  # noqa: E402
+from labeldp.machine import cpu_model, describe, loadavg  # noqa: E402
 from user_level_report import PAPER, PAPER_RATIO, render  # noqa: E402  (the markdown report)
 from user_level_worker import METHODS, VOCAB_SIZES  # noqa: E402  (the timed process)
 from labeldp.records import git_revision  # noqa: E402
@@ -163,7 +162,7 @@ def main(argv=None) -> int:
     machine = {
         "cpu_model": cpu_model(),
         "cores": os.cpu_count(),
-        "mem_total_gib": memory_gib(),
+        "mem_total_gib": describe().memory_gib,
         "jax": jax.__version__,
         "jax_backend": results[0]["jax_backend"],
         "devices": results[0]["devices"],

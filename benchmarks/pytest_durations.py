@@ -20,18 +20,16 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_step import cpu_model, loadavg, memory_gib  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from labeldp.machine import describe, loadavg  # noqa: E402
 
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
@@ -154,7 +152,7 @@ def main(argv=None) -> int:
     )
     conditions = args.conditions or ("" if args.log else f"load average at the end {loadavg()}")
     result = {
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores, {memory_gib():.0f} GiB",
+        "machine": describe().line(),
         "conditions": conditions or "not stated",
         "revision": revision,
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -50,6 +50,7 @@ from typing import Any, Mapping
 
 from labeldp.atomic_io import write_text_atomic
 from labeldp.lockfile import lock_status
+from labeldp.machine import cpu_model
 
 SCHEMA_VERSION = 1
 
@@ -160,18 +161,6 @@ def _revision_from_env() -> dict[str, Any]:
         return {"commit": None, "dirty": None}
     commit, _, flag = value.partition("+")
     return {"commit": commit, "dirty": flag == "dirty", "source": "LABELDP_GIT_REVISION"}
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere, else ``"unknown"``)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def environment(*, git_at_start: Mapping[str, Any] | None = None) -> dict[str, Any]:

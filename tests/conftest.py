@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from labeldp import plan, sweeps
-from labeldp.records import cpu_model
+from labeldp.machine import describe as describe_machine
 from tests.helpers import repo_config
 from tests.workflow.smoke_dag import BackgroundSmokeDag, SmokeDag
 
@@ -42,38 +42,10 @@ SMOKE_DAG_KEY = pytest.StashKey[BackgroundSmokeDag]()
 def pytest_terminal_summary(terminalreporter):
     """The machine and the smoke DAG's time, printed in the summary before the durations (CI's log then says where
     its time went: the tests' own time, the DAG beside them, and the cores they shared)."""
-    terminalreporter.write_line(f"machine: {machine_line()}")
+    terminalreporter.write_line(f"machine: {describe_machine().line()}")
     handle = terminalreporter.config.stash.get(SMOKE_DAG_KEY, None)
     if handle is not None:
         terminalreporter.write_line(handle.timing_line())
-
-
-def machine_line() -> str:
-    """``'<CPU model>, <MHz> MHz, bogomips <b>, <n> CPUs, <m> GiB'`` from /proc (Linux; the CPU count alone
-    elsewhere): machines with one model name and core count differed about 2x in speed here
-    (benchmarks/results/ci_time_experiments_cpu.md), so the clock and bogomips are printed too."""
-    first_cpu = {}
-    for line in _proc("cpuinfo"):
-        key, _, value = line.partition(":")
-        first_cpu.setdefault(key.strip(), value.strip())  # the first CPU's fields
-    mem_kib = next((line.split()[1] for line in _proc("meminfo") if line.startswith("MemTotal:")), None)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    mhz, bogomips = first_cpu.get("cpu MHz"), first_cpu.get("bogomips")
-    parts = [
-        cpu_model(),
-        f"{mhz} MHz" if mhz else None,
-        f"bogomips {bogomips}" if bogomips else None,
-        f"{cpus} CPUs",
-        f"{int(mem_kib) / 2**20:.0f} GiB" if mem_kib else None,
-    ]
-    return ", ".join(p for p in parts if p)
-
-
-def _proc(name: str) -> list[str]:
-    try:
-        return Path("/proc", name).read_text().splitlines()
-    except OSError:  # not Linux
-        return []
 
 
 @pytest.fixture(scope="session", autouse=True)
