@@ -31,9 +31,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from labeldp.machine import cpu_model, loadavg  # noqa: E402
-
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
+from labeldp.machine import cpu_model, loadavg  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

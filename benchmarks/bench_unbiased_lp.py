@@ -57,8 +57,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from labeldp.machine import cpu_model, loadavg  # noqa: E402
 from labeldp import records  # noqa: E402
+from labeldp.machine import cpu_model, loadavg  # noqa: E402
 from labeldp.mechanisms.regression_core import DiscreteRandomizer  # noqa: E402
 
 PAPER_G3 = {52: 2.38, 416: 17.1, 1664: 161.0}  # 003 Table G.3, Census, eps = 1 (seconds)

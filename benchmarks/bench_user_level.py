@@ -58,6 +58,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from labeldp.machine import cpu_model, describe, loadavg  # noqa: E402
 from user_level_report import PAPER, PAPER_RATIO, render  # noqa: E402  (the markdown report)

@@ -22,7 +22,7 @@ def render(p: dict) -> str:
     lines = [
         f"# User-level DP-SGD vs LabelDP-Pro: time per step and per epoch (cpu{', reduced' if reduced else ''})",
         "",
-        f"- date: {m['date']}; machine: {m['cpu_model']}, {m['cores']} cores, no GPU, {m['mem_total_gib']:.0f} GiB; "
+        f"- date: {m['date']}; machine: {m['cpu_model']}, {m['cores']} cores, no GPU, {_f(m['mem_total_gib'], '{:.0f}')} GiB; "
         f"JAX {m['jax']} ({m['jax_backend']}), Flax {m['flax']}, optax {m['optax']}, numpy {m['numpy']}, Python "
         f"{m['python']}; git {m['git']['commit'][:12]}{' (work tree with uncommitted changes)' if m['git'].get('dirty') else ''}.",
         f"- the CPU may have been shared with other jobs (load average, 1/5/15 min: {m['loadavg_start']} at "

@@ -20,7 +20,7 @@ __all__ = ["Machine", "describe", "cpu_model", "loadavg"]
 PROC = Path("/proc")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Machine:
     """A CPU machine as a benchmark or a test summary states it.
 
@@ -39,7 +39,11 @@ class Machine:
     memory_gib: float | None
 
     def line(self) -> str:
-        """``'<model>, <MHz> MHz, bogomips <b>, <n> CPUs, <m> GiB'``, leaving out what is unknown."""
+        """One line for a log or a results file.
+
+        Returns:
+          ``'<model>, <MHz> MHz, bogomips <b>, <n> CPUs, <m> GiB'``, leaving out what is unknown.
+        """
         parts = [
             self.cpu_model,
             f"{self.cpu_mhz:.3f} MHz" if self.cpu_mhz is not None else None,
@@ -50,7 +54,11 @@ class Machine:
         return ", ".join(p for p in parts if p)
 
     def to_dict(self) -> dict[str, Any]:
-        """The fields as a JSON-ready dict."""
+        """The fields as a JSON-ready dict (what a record's ``environment.machine`` holds).
+
+        Returns:
+          ``{"cpu_model", "cpu_mhz", "bogomips", "cpus", "memory_gib"}``.
+        """
         return dataclasses.asdict(self)
 
 
@@ -87,10 +95,20 @@ def _usable_cpus() -> int:
     return os.cpu_count() or 1
 
 
+def _model_name(cpu: dict[str, str]) -> str:
+    return cpu.get("model name") or platform.processor() or "unknown"
+
+
 def cpu_model(*, proc: Path = PROC) -> str:
-    """The CPU's model name (``cpuinfo``'s ``model name``; :func:`platform.processor` elsewhere, else
-    ``"unknown"``)."""
-    return _first_cpu(proc).get("model name") or platform.processor() or "unknown"
+    """The CPU's model name.
+
+    Args:
+      proc: where ``cpuinfo`` is read (``/proc``; a test passes a folder of its own).
+
+    Returns:
+      The first CPU's ``model name``; where there is none, :func:`platform.processor`, else ``"unknown"``.
+    """
+    return _model_name(_first_cpu(proc))
 
 
 def describe(*, proc: Path = PROC) -> Machine:
@@ -105,7 +123,7 @@ def describe(*, proc: Path = PROC) -> Machine:
     cpu = _first_cpu(proc)
     mem_kib = next((line.split()[1] for line in _lines(proc, "meminfo") if line.startswith("MemTotal:")), None)
     return Machine(
-        cpu_model=cpu.get("model name") or platform.processor() or "unknown",
+        cpu_model=_model_name(cpu),
         cpu_mhz=_float(cpu.get("cpu MHz")),
         bogomips=_float(cpu.get("bogomips")),
         cpus=_usable_cpus(),
@@ -114,7 +132,14 @@ def describe(*, proc: Path = PROC) -> Machine:
 
 
 def loadavg(*, proc: Path = PROC) -> list[float]:
-    """The 1-, 5- and 15-minute load averages (``loadavg``); ``[]`` where they cannot be read."""
+    """The machine's load averages.
+
+    Args:
+      proc: where ``loadavg`` is read (``/proc``; a test passes a folder of its own).
+
+    Returns:
+      The 1-, 5- and 15-minute load averages; ``[]`` where they cannot be read.
+    """
     lines = _lines(proc, "loadavg")
     try:
         return [float(v) for v in lines[0].split()[:3]] if lines else []

@@ -23,8 +23,9 @@ Record format (schema version 1). Every method writes exactly these top-level ke
 ``timings``          dict: ``train_seconds``, ``seconds_per_epoch``, ``total_seconds``; for the
                      non-private weighted-SGD loop also ``sgd_forward`` (``model`` or ``tapped``:
                      which forward pass the gradient ran through, :mod:`labeldp.dpsgd.sgd_step`).
-``environment``      dict: package versions, python, platform, hostname, cpu, gpu (JAX
-                     devices), git revision and whether the tree was dirty, and ``lock``: the
+``environment``      dict: package versions, python, platform, hostname, cpu, ``machine`` (clock,
+                     bogomips, usable CPUs, memory: :mod:`labeldp.machine`; since 2026-12-07),
+                     gpu (JAX devices), git revision and whether the tree was dirty, and ``lock``: the
                      lock files' sha256 and whether the installed packages are the locked
                      ones (:func:`labeldp.lockfile.lock_status`).
 ``config``           dict: the workflow config profile and the run spec as given.
@@ -50,7 +51,7 @@ from typing import Any, Mapping
 
 from labeldp.atomic_io import write_text_atomic
 from labeldp.lockfile import lock_status
-from labeldp.machine import cpu_model
+from labeldp.machine import cpu_model, describe
 
 SCHEMA_VERSION = 1
 
@@ -186,6 +187,8 @@ def environment(*, git_at_start: Mapping[str, Any] | None = None) -> dict[str, A
         "hostname": socket.gethostname(),
         "cpu": cpu_model(),
         "cpu_count": os.cpu_count(),
+        # clock, bogomips, usable CPUs and memory: machines with one model name differed 2x in speed here
+        "machine": describe().to_dict(),
         "jax_backend": backend,
         "jax_devices": devices,
         "git": git,
