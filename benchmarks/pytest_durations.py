@@ -33,6 +33,8 @@ from labeldp.machine import describe, loadavg  # noqa: E402
 
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 
+#: the summary's machine line (tests/conftest.py): ``machine: AMD EPYC, 1996.250 MHz, ...``
+MACHINE_LINE = re.compile(r"^machine: (.+)$", re.M)
 #: one line of pytest's durations report: ``12.34s call     tests/x.py::test_y[param]``
 DURATION_LINE = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S+)$")
 #: pytest's summary line: ``1597 passed, 9 warnings in 1574.78s (0:26:14)``
@@ -151,8 +153,13 @@ def main(argv=None) -> int:
         ).stdout.strip()
     )
     conditions = args.conditions or ("" if args.log else f"load average at the end {loadavg()}")
+    if args.log:  # the machine the log's run was on, as tests/conftest.py's summary printed it
+        stated = MACHINE_LINE.search(text)
+        machine = stated.group(1).strip() if stated else "not stated in the log"
+    else:
+        machine = describe().line()
     result = {
-        "machine": describe().line(),
+        "machine": machine,
         "conditions": conditions or "not stated",
         "revision": revision,
         "when": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
