@@ -37,6 +37,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from labeldp.machine import describe, loadavg  # noqa: E402
 from bench_converged_projection import dpsgd_checkpoint_setup, train_until  # noqa: E402
 from gradient_vectors import cosine, flat  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
     xd, yd, y, n, sigma = run["xd"], run["yd"], run["y"], run["n"], run["sigma"]
     variants = ablation_variants()
     raw: list[dict] = []
-    load0 = Path("/proc/loadavg").read_text().split()[:3]
+    load0 = loadavg()
     t_start, done = time.perf_counter(), 0
     for ck in checkpoints:
         state, key, done = train_until(step, state, key, batches, xd, yd, done=done, until=ck)
@@ -186,8 +187,8 @@ def main(argv=None) -> int:
                 )
             )
     machine = (
-        f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {__import__('os').cpu_count()} cores), "
-        f"loadavg {load0} -> {Path('/proc/loadavg').read_text().split()[:3]}"
+        f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {describe().cpus} CPUs), "
+        f"loadavg {load0} -> {loadavg()}"
     )
     result = {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

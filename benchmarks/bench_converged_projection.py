@@ -35,6 +35,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.machine import loadavg  # noqa: E402
 from gradient_vectors import cosine, flat  # noqa: E402
 from labeldp.data.prepare import load_prepared  # noqa: E402
 
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
     )  # + the timed steps
     xd, yd = jnp.asarray(x), jnp.asarray(y)
     rows, done = [], 0
-    load0 = Path("/proc/loadavg").read_text().split()[:3]
+    load0 = loadavg()
     for ck in checkpoints:
         state, key, done = train_until(step, state, key, batches, xd, yd, done=done, until=ck)
         idx, mask = next(batches)
@@ -268,10 +269,7 @@ def main(argv=None) -> int:
             secs.append(time.perf_counter() - t0)
         timing[name] = float(np.median(secs[1:]))
     timing["ratio_labeldp_pro_over_dpsgd"] = timing["labeldp_pro_converged"] / timing["dpsgd"]
-    machine = (
-        f"{jax.default_backend()} ({jax.devices()[0].device_kind}), loadavg {load0} -> "
-        f"{Path('/proc/loadavg').read_text().split()[:3]}"
-    )
+    machine = f"{jax.default_backend()} ({jax.devices()[0].device_kind}), loadavg {load0} -> {loadavg()}"
     result = {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine,

@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
-from labeldp.machine import cpu_model  # noqa: E402
+from labeldp.machine import cpu_model, loadavg  # noqa: E402
 
 
 def matmul_peak_gflops(jax, jnp, n: int = 2048, reps: int = 10) -> float:
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng(0)
     key = jax.random.key(1)
     sigma, clip, lr = 1.0, 1.0, 0.1
-    load0 = os.getloadavg()
+    load0 = loadavg()
     peak = matmul_peak_gflops(jax, jnp)
     print(f"matmul peak {peak:.1f} GFLOP/s", flush=True)
 
@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         jax=jax.__version__,
         python=platform.python_version(),
         loadavg_before=list(load0),
-        loadavg_after=list(os.getloadavg()),
+        loadavg_after=loadavg(),
         reps=a.reps,
         matmul_peak_gflops=peak,
         sigma=sigma,

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from labeldp.machine import describe, loadavg  # noqa: E402
 
 from bench_converged_projection import dpsgd_checkpoint_setup, train_until  # noqa: E402
 from gradient_vectors import flat  # noqa: E402
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     )
     model, step, state, key, batches = run["model"], run["step"], run["state"], run["key"], run["batches"]
     xd, yd, n, sigma = run["xd"], run["yd"], run["n"], run["sigma"]
-    load0 = Path("/proc/loadavg").read_text().split()[:3]
+    load0 = loadavg()
     rows, done = [], 0
     for ck in a.checkpoints:
         state, key, done = train_until(step, state, key, batches, xd, yd, done=done, until=ck)
@@ -181,8 +181,8 @@ def main(argv=None) -> int:
                 flush=True,
             )
     machine = (
-        f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {os.cpu_count()} cores), "
-        f"loadavg {load0} -> {Path('/proc/loadavg').read_text().split()[:3]}"
+        f"{jax.default_backend()} ({jax.devices()[0].device_kind}, {describe().cpus} CPUs), "
+        f"loadavg {load0} -> {loadavg()}"
     )
     result = {
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),

@@ -17,8 +17,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -28,6 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.machine import describe, loadavg  # noqa: E402
 from labeldp.simclr.pretrain import make_step  # noqa: E402
 
 CONFIGS = [((28, 28, 1), 8), ((28, 28, 1), 16), ((28, 28, 1), 64), ((32, 32, 3), 8), ((32, 32, 3), 64)]
@@ -90,17 +89,17 @@ def main() -> int:
     import jax
 
     backend = jax.default_backend()
-    load0 = os.getloadavg()
+    load0 = loadavg()
     widths = args.widths or (CPU_WIDTHS if backend == "cpu" else [w for _, w in CONFIGS])
     rows = [measure(s, w, args.batch, args.reps) for s, w in CONFIGS if w in widths]
-    load1 = os.getloadavg()
+    load1 = loadavg()
     dev = jax.devices()[0]
     meta = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "backend": backend,
         "device": f"{dev.platform}:{getattr(dev, 'device_kind', '')}",
-        "cpu_count": os.cpu_count(),
-        "machine": platform.processor() or platform.machine(),
+        "cpu_count": describe().cpus,
+        "machine": describe().line(),
         "loadavg_before": load0,
         "loadavg_after": load1,
         "batch": args.batch,
@@ -113,7 +112,7 @@ def main() -> int:
         f"# SimCLR pre-training speed ({backend})",
         "",
         f"Measured {meta['date']} on {meta['device']} ({meta['cpu_count']} CPUs), batch {args.batch}, medians of "
-        f"{args.reps} after warm-up; load average {load0[0]:.1f} before, {load1[0]:.1f} after (other jobs share "
+        f"{args.reps} after warm-up; load averages {load0} before, {load1} after (other jobs share "
         "the machine when this is above the CPU count). `benchmarks/bench_simclr.py`.",
         "",
         "| input | width | s / step | images / s | augmentation (2 views) s | augmentation share |",

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import platform
 import sys
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.machine import describe, loadavg  # noqa: E402
 from labeldp.atomic_io import write_text_atomic  # noqa: E402
 from labeldp.data.prepare import load_prepared  # noqa: E402
 
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
     times = {k: [] for k in configs}
     iters = {k: [] for k in configs}
     key = jax.random.key(1)
-    load0 = Path("/proc/loadavg").read_text().split()[:3]
+    load0 = loadavg()
     for idx, mask in batches:
         key, sk = jax.random.split(key)
         for name, (den, n2, _) in configs.items():
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
             print(f"{name}: {times[name][-1]:.2f} s", flush=True)
             if "projection_iterations" in info.denoise:
                 iters[name].append(float(info.denoise["projection_iterations"]))
-    load1 = Path("/proc/loadavg").read_text().split()[:3]
+    load1 = loadavg()
     med = {k: float(np.median(v[2:])) for k, v in times.items()}
 
     def dpsgd_of(k):  # the DP-SGD configuration of the same formulation
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
     meta = dict(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         device=device,
-        machine=f"{platform.processor() or platform.machine()}, {len(__import__('os').sched_getaffinity(0))} cpus",
+        machine=describe().line(),
         jax=jax.__version__,
         loadavg_before=load0,
         loadavg_after=load1,

@@ -53,7 +53,7 @@ sys.path.insert(0, str(REPO))
 from labeldp import plan, sweeps
 from labeldp.atomic_io import write_text_atomic
 from labeldp.config import load_workflow_config
-from labeldp.machine import cpu_model
+from labeldp.machine import cpu_model, loadavg
 
 TABLE = "table5_mnist"
 EPSILON = 1.0
@@ -327,7 +327,7 @@ def main() -> None:
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "accelerator": jax.devices()[0].device_kind,
-        "load_average": os.getloadavg(),
+        "load_average": loadavg(),
         "dataset": f"MNIST, first {a.subset} training examples",
         "epsilon": EPSILON,
         "epochs": a.epochs,

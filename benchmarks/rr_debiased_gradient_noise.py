@@ -33,8 +33,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -46,6 +44,7 @@ import optax
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from labeldp.machine import describe, loadavg  # noqa: E402
 
 from baselines import common, rr_debiased  # noqa: E402
 from gradient_vectors import flat, split_along  # noqa: E402
@@ -146,7 +145,7 @@ def main(argv=None) -> int:
     result = {
         "benchmark": "rr_debiased_gradient_noise",
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        "machine": f"{describe().line()}, load {loadavg()[:1]}",
         "jax": jax.__version__,
         "eps": a.eps,
         "rr_p": p_rr,
